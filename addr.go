@@ -1,0 +1,390 @@
+package fi
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// FI_ADDR_STR addresses (fi_getinfo(3) ADDRESSING FORMATS) follow
+//
+//	address_format[://[node][:[service][/[field3]...][?[key=value][&k2=v2]...]]]
+//
+// for example fi_sockaddr_in://10.31.6.12:7471,
+// fi_sockaddr_in6://[fe80::6:12]:7471?qos=3 or fi_shm://name. In gofi an
+// FI_ADDR_STR address held in a []byte (Info.SrcAddr, an AV entry) is the
+// string's bytes without a terminating NUL; parsers accept one trailing NUL
+// for addresses copied from C.
+
+// maxAddrStrLen bounds the FI_ADDR_STR strings gofi parses.
+const maxAddrStrLen = 4096
+
+// StrAddr is a parsed FI_ADDR_STR address. The zero value is invalid (it
+// has no Format). Plain data, safe to copy.
+type StrAddr struct {
+	Format  string      // address_format, such as "fi_sockaddr_in" or "fi_shm"
+	Node    string      // node, IPv6 literals without their brackets
+	Service string      // service (a port for sockaddr formats)
+	Fields  []string    // field3 and later, in order
+	Params  []AddrParam // key=value parameters, in order
+}
+
+// AddrParam is one key=value parameter of an FI_ADDR_STR address.
+type AddrParam struct {
+	Key, Value string
+}
+
+// Param returns the value of the first parameter named key.
+func (a StrAddr) Param(key string) (string, bool) {
+	for _, p := range a.Params {
+		if p.Key == key {
+			return p.Value, true
+		}
+	}
+	return "", false
+}
+
+// addrStrFormats maps FI_ADDR_STR prefixes to the address format they
+// carry, as libfabric spells them.
+var addrStrFormats = map[string]AddrFormat{
+	"fi_sockaddr":     Sockaddr,
+	"fi_sockaddr_in":  SockaddrIn,
+	"fi_sockaddr_in6": SockaddrIn6,
+	"fi_sockaddr_ib":  SockaddrIB,
+	"fi_addr_psmx":    AddrPSMX,
+	"fi_addr_psmx2":   AddrPSMX2,
+	"fi_addr_psmx3":   AddrPSMX3,
+	"fi_addr_gni":     AddrGNI,
+	"fi_addr_bgq":     AddrBGQ,
+	"fi_addr_mlx":     AddrMLX,
+	"fi_addr_efa":     AddrEFA,
+	"fi_addr_ib_ud":   AddrIBUD,
+	"fi_addr_opx":     AddrOPX,
+	"fi_addr_cxi":     AddrCXI,
+	"fi_addr_str":     AddrStr,
+	"fi_shm":          AddrStr, // the shm provider's native format is the string itself
+}
+
+// AddrFormat returns the address format named by a's prefix
+// (fi_sockaddr_in gives SockaddrIn; fi_shm gives AddrStr), or FormatUnspec
+// for a prefix libfabric does not define.
+func (a StrAddr) AddrFormat() AddrFormat {
+	if f, ok := addrStrFormats[a.Format]; ok {
+		return f
+	}
+	return FormatUnspec
+}
+
+// IsAddrStr reports whether s looks like an FI_ADDR_STR address: a known
+// address-format prefix followed by "://" (fi_sockaddr_in://..., fi_shm://...).
+// GetInfo uses it to tell an FI_ADDR_STR node from a host name.
+func IsAddrStr(s string) bool {
+	i := strings.Index(s, "://")
+	if i <= 0 {
+		return false
+	}
+	_, ok := addrStrFormats[s[:i]]
+	return ok
+}
+
+// ParseAddrStr parses an FI_ADDR_STR address following the grammar above.
+// Any address_format token is accepted ([A-Za-z0-9_]+); use
+// (StrAddr).AddrFormat to interpret it. A node in brackets must be an IP
+// literal. Errors are ErrInval wrapped with the reason; ParseAddrStr never
+// panics. Safe for concurrent use.
+func ParseAddrStr(s string) (StrAddr, error) {
+	const op = "ParseAddrStr"
+	var a StrAddr
+	if len(s) > maxAddrStrLen {
+		return a, opErr(op, ErrInval, "address longer than %d bytes", maxAddrStrLen)
+	}
+	s = strings.TrimSuffix(s, "\x00")
+	format, rest, hasRest := strings.Cut(s, "://")
+	if !validToken(format) {
+		return a, opErr(op, ErrInval, "bad address format %q", format)
+	}
+	a.Format = format
+	if !hasRest {
+		return a, nil
+	}
+	// node
+	if strings.HasPrefix(rest, "[") {
+		end := strings.IndexByte(rest, ']')
+		if end < 0 {
+			return StrAddr{}, opErr(op, ErrInval, "unterminated '[' in %q", s)
+		}
+		lit := rest[1:end]
+		if _, err := netip.ParseAddr(lit); err != nil {
+			return StrAddr{}, opErr(op, ErrInval, "bracketed node %q is not an IP address", lit)
+		}
+		a.Node = lit
+		rest = rest[end+1:]
+	} else {
+		end := strings.IndexAny(rest, ":/?")
+		if end < 0 {
+			end = len(rest)
+		}
+		a.Node = rest[:end]
+		rest = rest[end:]
+		if !validPart(a.Node) {
+			return StrAddr{}, opErr(op, ErrInval, "bad node %q", a.Node)
+		}
+	}
+	if strings.HasPrefix(rest, "/") {
+		return StrAddr{}, opErr(op, ErrInval, "fields need a ':' before them in %q", s)
+	}
+	// service and fields
+	if strings.HasPrefix(rest, ":") {
+		rest = rest[1:]
+		end := strings.IndexAny(rest, "/?")
+		if end < 0 {
+			end = len(rest)
+		}
+		a.Service = rest[:end]
+		rest = rest[end:]
+		if !validPart(a.Service) {
+			return StrAddr{}, opErr(op, ErrInval, "bad service %q", a.Service)
+		}
+		for strings.HasPrefix(rest, "/") {
+			rest = rest[1:]
+			end := strings.IndexAny(rest, "/?")
+			if end < 0 {
+				end = len(rest)
+			}
+			f := rest[:end]
+			rest = rest[end:]
+			if !validPart(f) {
+				return StrAddr{}, opErr(op, ErrInval, "bad field %q", f)
+			}
+			a.Fields = append(a.Fields, f)
+		}
+	}
+	// parameters
+	if strings.HasPrefix(rest, "?") {
+		rest = rest[1:]
+		if rest != "" {
+			for kv := range strings.SplitSeq(rest, "&") {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" || !validPart(k) || !validPart(v) || strings.Contains(v, "=") {
+					return StrAddr{}, opErr(op, ErrInval, "bad parameter %q (want key=value)", kv)
+				}
+				a.Params = append(a.Params, AddrParam{Key: k, Value: v})
+			}
+		}
+		rest = ""
+	}
+	if rest != "" {
+		return StrAddr{}, opErr(op, ErrInval, "unexpected %q in %q", rest, s)
+	}
+	return a, nil
+}
+
+// validToken reports whether s is a non-empty [A-Za-z0-9_]+ token.
+func validToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// validPart reports whether s holds no separator, space or control byte.
+func validPart(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c <= ' ' || c == 0x7f || strings.IndexByte(":/?[]&", c) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// FormatAddrStr formats a as an FI_ADDR_STR string; ParseAddrStr of the
+// result gives a back. A node holding ':' (an IPv6 literal) is bracketed.
+// Safe for concurrent use.
+func FormatAddrStr(a StrAddr) string {
+	var b strings.Builder
+	b.WriteString(a.Format)
+	if a.Node == "" && a.Service == "" && len(a.Fields) == 0 && len(a.Params) == 0 {
+		return b.String()
+	}
+	b.WriteString("://")
+	if strings.IndexByte(a.Node, ':') >= 0 {
+		b.WriteByte('[')
+		b.WriteString(a.Node)
+		b.WriteByte(']')
+	} else {
+		b.WriteString(a.Node)
+	}
+	if a.Service != "" || len(a.Fields) > 0 {
+		b.WriteByte(':')
+		b.WriteString(a.Service)
+		for _, f := range a.Fields {
+			b.WriteByte('/')
+			b.WriteString(f)
+		}
+	}
+	for i, p := range a.Params {
+		if i == 0 {
+			b.WriteByte('?')
+		} else {
+			b.WriteByte('&')
+		}
+		b.WriteString(p.Key)
+		b.WriteByte('=')
+		b.WriteString(p.Value)
+	}
+	return b.String()
+}
+
+// String returns FormatAddrStr(a).
+func (a StrAddr) String() string { return FormatAddrStr(a) }
+
+// AddrPort returns the IP address and port of a sockaddr-style FI_ADDR_STR
+// (fi_sockaddr, fi_sockaddr_in, fi_sockaddr_in6): the node must be an IP
+// literal of the family the format names (fi_sockaddr takes either) and the
+// service a decimal port, 0 when empty. Errors are ErrInval.
+func (a StrAddr) AddrPort() (netip.AddrPort, error) {
+	const op = "StrAddr.AddrPort"
+	f := a.AddrFormat()
+	if f != Sockaddr && f != SockaddrIn && f != SockaddrIn6 {
+		return netip.AddrPort{}, opErr(op, ErrInval, "%q is not a sockaddr format", a.Format)
+	}
+	ip, err := netip.ParseAddr(a.Node)
+	if err != nil {
+		return netip.AddrPort{}, opErr(op, ErrInval, "node %q is not an IP address", a.Node)
+	}
+	if f == SockaddrIn && !ip.Is4() {
+		return netip.AddrPort{}, opErr(op, ErrInval, "fi_sockaddr_in needs an IPv4 address, not %q", a.Node)
+	}
+	if f == SockaddrIn6 && !ip.Is6() {
+		return netip.AddrPort{}, opErr(op, ErrInval, "fi_sockaddr_in6 needs an IPv6 address, not %q", a.Node)
+	}
+	port := uint64(0)
+	if a.Service != "" {
+		port, err = strconv.ParseUint(a.Service, 10, 16)
+		if err != nil {
+			return netip.AddrPort{}, opErr(op, ErrInval, "service %q is not a port number", a.Service)
+		}
+	}
+	return netip.AddrPortFrom(ip, uint16(port)), nil
+}
+
+// SockaddrStr formats ap as fi_sockaddr_in://a.b.c.d:port for IPv4 or
+// fi_sockaddr_in6://[addr]:port for IPv6, the way libfabric prints
+// socket addresses.
+func SockaddrStr(ap netip.AddrPort) string {
+	a := StrAddr{Format: "fi_sockaddr_in6", Node: ap.Addr().String(), Service: strconv.Itoa(int(ap.Port()))}
+	if ap.Addr().Is4() {
+		a.Format = "fi_sockaddr_in"
+	}
+	return FormatAddrStr(a)
+}
+
+// Linux socket address layout.
+const (
+	afInet       = 2  // AF_INET
+	afInet6      = 10 // AF_INET6
+	sizeofSockIn = 16 // sizeof(struct sockaddr_in)
+	sizeofSockI6 = 28 // sizeof(struct sockaddr_in6)
+)
+
+// SockaddrFromAddrPort encodes ap as a Linux struct sockaddr_in (16 bytes,
+// for an IPv4 address) or struct sockaddr_in6 (28 bytes, otherwise): family
+// in host (little-endian) order, port and address in network order, the
+// IPv6 scope id taken from the zone (a number or an interface name). An
+// invalid ap or an unknown zone name gives ErrInval.
+func SockaddrFromAddrPort(ap netip.AddrPort) ([]byte, error) {
+	const op = "SockaddrFromAddrPort"
+	ip := ap.Addr()
+	if !ip.IsValid() {
+		return nil, opErr(op, ErrInval, "invalid address")
+	}
+	if ip.Is4() {
+		b := make([]byte, sizeofSockIn)
+		binary.LittleEndian.PutUint16(b[0:], afInet)
+		binary.BigEndian.PutUint16(b[2:], ap.Port())
+		a4 := ip.As4()
+		copy(b[4:8], a4[:])
+		return b, nil
+	}
+	var scope uint32
+	if z := ip.Zone(); z != "" {
+		if n, err := strconv.ParseUint(z, 10, 32); err == nil {
+			scope = uint32(n)
+		} else if ifi, err := net.InterfaceByName(z); err == nil {
+			scope = uint32(ifi.Index)
+		} else {
+			return nil, opErr(op, ErrInval, "unknown IPv6 zone %q", z)
+		}
+	}
+	b := make([]byte, sizeofSockI6)
+	binary.LittleEndian.PutUint16(b[0:], afInet6)
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	// b[4:8] flowinfo stays zero
+	a16 := ip.As16()
+	copy(b[8:24], a16[:])
+	binary.LittleEndian.PutUint32(b[24:], scope)
+	return b, nil
+}
+
+// AddrPortFromSockaddr decodes a Linux struct sockaddr_in or sockaddr_in6
+// (as SockaddrFromAddrPort writes them; longer buffers such as a
+// sockaddr_storage are accepted). A non-zero IPv6 scope id becomes a
+// decimal zone. A short buffer or another family gives ErrInval.
+func AddrPortFromSockaddr(b []byte) (netip.AddrPort, error) {
+	const op = "AddrPortFromSockaddr"
+	if len(b) < 2 {
+		return netip.AddrPort{}, opErr(op, ErrInval, "%d bytes is too short for a sockaddr", len(b))
+	}
+	switch fam := binary.LittleEndian.Uint16(b); fam {
+	case afInet:
+		if len(b) < sizeofSockIn {
+			return netip.AddrPort{}, opErr(op, ErrInval, "%d bytes is too short for a sockaddr_in", len(b))
+		}
+		ip := netip.AddrFrom4([4]byte(b[4:8]))
+		return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:])), nil
+	case afInet6:
+		if len(b) < sizeofSockI6 {
+			return netip.AddrPort{}, opErr(op, ErrInval, "%d bytes is too short for a sockaddr_in6", len(b))
+		}
+		ip := netip.AddrFrom16([16]byte(b[8:24]))
+		if scope := binary.LittleEndian.Uint32(b[24:]); scope != 0 {
+			ip = ip.WithZone(strconv.FormatUint(uint64(scope), 10))
+		}
+		return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:])), nil
+	default:
+		return netip.AddrPort{}, opErr(op, ErrInval, "address family %d is neither AF_INET nor AF_INET6", fam)
+	}
+}
+
+// straddr renders an address of the given format for people, the way
+// fi_info prints src_addr/dest_addr: sockaddrs as fi_sockaddr_in[6]://...,
+// FI_ADDR_STR as its string, nil as "(null)", anything else in hex.
+func straddr(format AddrFormat, b []byte) string {
+	if b == nil {
+		return "(null)"
+	}
+	switch format {
+	case Sockaddr, SockaddrIn, SockaddrIn6:
+		if ap, err := AddrPortFromSockaddr(b); err == nil {
+			return SockaddrStr(ap)
+		}
+	case AddrStr:
+		return strings.TrimSuffix(string(b), "\x00")
+	}
+	const hexdig = "0123456789abcdef"
+	out := make([]byte, 0, 2+2*len(b))
+	out = append(out, "0x"...)
+	for _, c := range b {
+		out = append(out, hexdig[c>>4], hexdig[c&15])
+	}
+	return string(out)
+}

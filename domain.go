@@ -1,0 +1,125 @@
+package fi
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// Domain is an open fabric access domain (fi_domain(3)): one provider
+// domain (for tcp an IP interface, for shm the host) within a fabric. AVs,
+// CQs and endpoints are opened on it. Safe for concurrent use.
+type Domain struct {
+	fabric *Fabric
+	pd     provDomain
+	info   *Info // private copy of the opening info; DomainAttr.Domain is d
+
+	mu       sync.Mutex
+	children [numChildKinds]int // open children by kind
+	closed   bool
+}
+
+// childKind names the kinds of objects a domain counts.
+type childKind int
+
+const (
+	childAV childKind = iota
+	childCQ
+	childEndpoint
+	numChildKinds
+)
+
+var childKindNames = [numChildKinds]string{"AV", "CQ", "endpoint"}
+
+// OpenDomain opens the domain info describes (as GetInfo returned it) on
+// fabric f: info.FabricAttr.ProvName must name f's provider and
+// info.DomainAttr.Name one of its domains. A nil info or missing
+// attributes give ErrInval, a domain f does not have ErrNoDev, a closed
+// fabric ErrOpBadState. The domain keeps its own copy of info.
+func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
+	const op = "Fabric.OpenDomain"
+	if info == nil || info.DomainAttr == nil {
+		return nil, opErr(op, ErrInval, "nil info or DomainAttr")
+	}
+	if info.FabricAttr != nil && info.FabricAttr.ProvName != "" && !provNameMatches(info.FabricAttr.ProvName, f.prov.name()) {
+		return nil, opErr(op, ErrInval, "info is for provider %q, fabric is %q", info.FabricAttr.ProvName, f.prov.name())
+	}
+	if info.FabricAttr != nil && info.FabricAttr.Name != "" && info.FabricAttr.Name != f.attr.Name {
+		return nil, opErr(op, ErrInval, "info is for fabric %q, not %q", info.FabricAttr.Name, f.attr.Name)
+	}
+	if err := f.addDomain(); err != nil {
+		return nil, err
+	}
+	own := info.Dup()
+	if own.FabricAttr == nil {
+		own.FabricAttr = &FabricAttr{}
+	}
+	fa := f.attr
+	own.FabricAttr = &fa
+	pd, err := f.pf.openDomain(own)
+	if err != nil {
+		f.dropDomain()
+		return nil, err
+	}
+	d := &Domain{fabric: f, pd: pd, info: own}
+	own.DomainAttr.Domain = d
+	return d, nil
+}
+
+// Fabric returns the fabric the domain was opened on.
+func (d *Domain) Fabric() *Fabric { return d.fabric }
+
+// Info returns a copy of the info the domain was opened with.
+func (d *Domain) Info() *Info { return d.info.Dup() }
+
+// Close closes the domain. It fails with ErrBusy while AVs, CQs or
+// endpoints opened on it are still open, and with ErrOpBadState when
+// already closed.
+func (d *Domain) Close() error {
+	const op = "Domain.Close"
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return opErr(op, ErrOpBadState, "domain %q already closed", d.info.DomainAttr.Name)
+	}
+	var open []string
+	for k, n := range d.children {
+		if n > 0 {
+			open = append(open, fmt.Sprintf("%d %s(s)", n, childKindNames[k]))
+		}
+	}
+	if len(open) > 0 {
+		return opErr(op, ErrBusy, "domain %q still has %s open", d.info.DomainAttr.Name, strings.Join(open, ", "))
+	}
+	if err := d.pd.close(); err != nil {
+		return err
+	}
+	d.closed = true
+	d.fabric.dropDomain()
+	return nil
+}
+
+// addChild counts an AV, CQ or endpoint being opened on d. Openers call it
+// before creating the object and must call dropChild(kind) if creation then
+// fails, and once when the object closes. It fails with ErrOpBadState once
+// the domain is closed.
+func (d *Domain) addChild(kind childKind) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return opErr("Domain.Open"+childKindNames[kind], ErrOpBadState, "domain %q is closed", d.info.DomainAttr.Name)
+	}
+	d.children[kind]++
+	return nil
+}
+
+// dropChild uncounts a child added with addChild.
+func (d *Domain) dropChild(kind childKind) {
+	d.mu.Lock()
+	if d.children[kind] <= 0 {
+		d.mu.Unlock()
+		panic("fi: Domain.dropChild without addChild")
+	}
+	d.children[kind]--
+	d.mu.Unlock()
+}
