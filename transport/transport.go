@@ -26,6 +26,7 @@ const (
 type Header struct {
 	Kind  Kind
 	Flags uint8
+	Group uint32 // peer group id (fi_av(3) PEER GROUPS); 0 when unused
 	Tag   uint64
 	Data  uint64
 	Len   uint64 // total payload length in bytes
