@@ -47,19 +47,23 @@ type Waiter interface {
 // CQ is a completion queue: a power-of-two ring of entries with error
 // entries kept in order among them, as libfabric's util CQ does.
 //
-// Concurrency: with Safe false (FI_THREAD_DOMAIN and looser) the caller
-// serialises every call on the CQ and on the endpoints bound to it; with
-// Safe true every method may be called from any goroutine. Signal is
-// always safe.
+// Concurrency: the CQ shares its domain's Serial. When that is off
+// (FI_THREAD_DOMAIN and looser) the caller serialises every call on the
+// domain's objects; when on (FI_THREAD_SAFE) every method may be called
+// from any goroutine. Signal and Notify are always safe.
 type CQ struct {
-	mu   sync.Mutex
-	safe bool
+	ser *Serial
 
 	ring []Entry
 	mask uint64
 	head uint64 // next entry to read
 	tail uint64 // next entry to write
-	nerr int    // error entries between head and tail
+	// over holds completions that arrived while the ring was full, in
+	// order after the ring's. Producers keep within the ring through their
+	// own queue-depth limits; over exists so that a completion is never
+	// lost when they do not (say, many messages into one multi-receive
+	// buffer while nobody reads the CQ).
+	over []Entry
 
 	eps     []Progressor
 	waiters []Waiter
@@ -69,9 +73,35 @@ type CQ struct {
 	sleep    sleeper // used when no transport offers a Waiter
 }
 
+// Serial is a domain's serialisation: a mutex taken by every call on the
+// domain's CQs and endpoints when the domain is FI_THREAD_SAFE, and
+// nothing at all otherwise. One lock per domain keeps lock ordering
+// trivial: progress on one CQ may complete operations into another.
+type Serial struct {
+	mu sync.Mutex
+	on bool
+}
+
+// NewSerial returns a Serial that locks when safe is true.
+func NewSerial(safe bool) *Serial { return &Serial{on: safe} }
+
+// Lock takes the domain lock when the domain is thread safe.
+func (s *Serial) Lock() {
+	if s.on {
+		s.mu.Lock()
+	}
+}
+
+// Unlock releases what Lock took.
+func (s *Serial) Unlock() {
+	if s.on {
+		s.mu.Unlock()
+	}
+}
+
 // NewCQ returns a CQ holding at least size entries (rounded up to a power
-// of two; 0 means DefaultCQSize).
-func NewCQ(size int, safe bool) *CQ {
+// of two; 0 means DefaultCQSize), serialised by ser (nil: not thread safe).
+func NewCQ(size int, ser *Serial) *CQ {
 	if size <= 0 {
 		size = DefaultCQSize
 	}
@@ -79,7 +109,10 @@ func NewCQ(size int, safe bool) *CQ {
 	for n < size {
 		n <<= 1
 	}
-	cq := &CQ{safe: safe, ring: make([]Entry, n), mask: uint64(n - 1)}
+	if ser == nil {
+		ser = NewSerial(false)
+	}
+	cq := &CQ{ser: ser, ring: make([]Entry, n), mask: uint64(n - 1)}
 	cq.sleep.init()
 	return cq
 }
@@ -136,47 +169,40 @@ func (cq *CQ) Bound() int {
 	return n
 }
 
-func (cq *CQ) lock() {
-	if cq.safe {
-		cq.mu.Lock()
-	}
-}
+func (cq *CQ) lock()   { cq.ser.Lock() }
+func (cq *CQ) unlock() { cq.ser.Unlock() }
 
-func (cq *CQ) unlock() {
-	if cq.safe {
-		cq.mu.Unlock()
-	}
-}
-
-// Free reports how many more entries fit. Producers call it before they
-// take an action whose completion must not be lost: a transmit that would
-// complete at once returns ErrAgain when Free is 0, and progress stops
-// consuming inbound messages while it is 0.
-// The caller holds the CQ's serialisation (the lock or its own).
+// Free reports how many more entries fit in the ring. The caller holds
+// the domain's serialisation.
 func (cq *CQ) Free() int { return len(cq.ring) - int(cq.tail-cq.head) }
 
-// Push appends a completion. It reports false, storing nothing, when the
-// queue is full; producers check Free first, so false is a caller bug
-// that is still never a silent loss. The caller holds the CQ's
-// serialisation: endpoints push from inside Progress or from their own
-// posting calls, which the threading model already serialises.
-func (cq *CQ) Push(e *Entry) bool {
-	if cq.tail-cq.head == uint64(len(cq.ring)) {
-		return false
+// Push appends a completion; it never fails and never drops one (see
+// over). The caller holds the domain's serialisation: endpoints push from
+// inside Progress or from their own posting calls.
+func (cq *CQ) Push(e *Entry) {
+	if len(cq.over) > 0 || cq.tail-cq.head == uint64(len(cq.ring)) {
+		cq.over = append(cq.over, *e)
+		return
 	}
 	cq.ring[cq.tail&cq.mask] = *e
 	cq.tail++
-	if e.Err != 0 {
-		cq.nerr++
-	}
-	return true
 }
 
-// Lock and Unlock expose the CQ's serialisation to endpoints that push
-// from posting calls in thread-safe mode. They do nothing when the CQ is
-// not thread safe.
-func (cq *CQ) Lock()   { cq.lock() }
-func (cq *CQ) Unlock() { cq.unlock() }
+// refill moves overflowed completions into the ring as it drains.
+func (cq *CQ) refill() {
+	i := 0
+	for i < len(cq.over) && cq.tail-cq.head < uint64(len(cq.ring)) {
+		cq.ring[cq.tail&cq.mask] = cq.over[i]
+		cq.over[i] = Entry{}
+		cq.tail++
+		i++
+	}
+	if i == len(cq.over) {
+		cq.over = cq.over[:0]
+	} else if i > 0 {
+		cq.over = append(cq.over[:0], cq.over[i:]...)
+	}
+}
 
 // progressLocked drives every bound endpoint once.
 func (cq *CQ) progressLocked() bool {
@@ -201,11 +227,7 @@ func (cq *CQ) Read(dst []Entry) (int, Code) {
 }
 
 func (cq *CQ) readLocked(dst []Entry) (int, Code) {
-	if cq.head == cq.tail || cq.Free() > 0 {
-		// Progress runs when there is room for what it may produce; a full
-		// queue is drained by this read first.
-		cq.progressLocked()
-	}
+	cq.progressLocked()
 	return cq.take(dst)
 }
 
@@ -223,6 +245,9 @@ func (cq *CQ) take(dst []Entry) (int, Code) {
 		*e = Entry{} // drop references for the GC
 		cq.head++
 		n++
+		if len(cq.over) > 0 {
+			cq.refill()
+		}
 	}
 	if n == 0 && cq.ring[cq.head&cq.mask].Err != 0 {
 		return 0, CodeAvail
@@ -245,14 +270,14 @@ func (cq *CQ) ReadErr() (Entry, Code) {
 	e := cq.ring[cq.head&cq.mask]
 	cq.ring[cq.head&cq.mask] = Entry{}
 	cq.head++
-	cq.nerr--
+	cq.refill()
 	return e, 0
 }
 
 // Pending reports the number of queued entries (success and error).
 func (cq *CQ) Pending() int {
 	cq.lock()
-	n := int(cq.tail - cq.head)
+	n := int(cq.tail-cq.head) + len(cq.over)
 	cq.unlock()
 	return n
 }

@@ -8,7 +8,7 @@ import (
 )
 
 func TestCQ_EmptyReadSaysAgain(t *testing.T) {
-	cq := NewCQ(4, false)
+	cq := NewCQ(4, nil)
 	var buf [4]Entry
 	if n, c := cq.Read(buf[:]); n != 0 || c != CodeAgain {
 		t.Fatalf("Read on empty CQ = %d, %v; want 0, CodeAgain", n, c)
@@ -20,39 +20,54 @@ func TestCQ_EmptyReadSaysAgain(t *testing.T) {
 
 func TestCQ_SizeRoundsUpToPowerOfTwo(t *testing.T) {
 	for _, tc := range []struct{ ask, want int }{{0, DefaultCQSize}, {1, 1}, {3, 4}, {1000, 1024}, {1024, 1024}} {
-		if got := NewCQ(tc.ask, false).Size(); got != tc.want {
+		if got := NewCQ(tc.ask, nil).Size(); got != tc.want {
 			t.Errorf("NewCQ(%d).Size() = %d, want %d", tc.ask, got, tc.want)
 		}
 	}
 }
 
-func TestCQ_FullQueueRefusesAndLosesNothing(t *testing.T) {
-	cq := NewCQ(4, false)
+func TestCQ_OverfullQueueKeepsEveryEntryInOrder(t *testing.T) {
+	cq := NewCQ(4, nil)
 	for i := range 4 {
-		if !cq.Push(&Entry{Context: i, Len: i}) {
-			t.Fatalf("push %d refused with room left", i)
-		}
+		cq.Push(&Entry{Context: i, Len: i})
 	}
 	if cq.Free() != 0 {
 		t.Fatalf("Free = %d on a full queue", cq.Free())
 	}
-	if cq.Push(&Entry{Context: 99}) {
-		t.Fatal("push on a full queue succeeded")
+	cq.Push(&Entry{Context: 4})
+	cq.Push(&Entry{Context: 5, Err: CodeTrunc})
+	cq.Push(&Entry{Context: 6})
+	if cq.Pending() != 7 {
+		t.Fatalf("Pending = %d, want 7", cq.Pending())
 	}
-	var buf [8]Entry
-	n, c := cq.Read(buf[:])
-	if n != 4 || c != 0 {
-		t.Fatalf("Read = %d, %v; want 4, 0", n, c)
-	}
-	for i := range 4 {
-		if buf[i].Context != i {
-			t.Fatalf("entry %d has context %v: order lost", i, buf[i].Context)
+	var got []any
+	var buf [3]Entry
+	for {
+		n, c := cq.Read(buf[:])
+		for _, e := range buf[:n] {
+			got = append(got, e.Context)
 		}
+		if c == CodeAvail {
+			e, _ := cq.ReadErr()
+			got = append(got, e.Context)
+			continue
+		}
+		if c == CodeAgain {
+			break
+		}
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("read %v, want 0..6 in order", got)
+		}
+	}
+	if len(got) != 7 {
+		t.Fatalf("read %d entries, want 7", len(got))
 	}
 }
 
 func TestCQ_ErrorEntryKeepsItsPlaceInOrder(t *testing.T) {
-	cq := NewCQ(8, false)
+	cq := NewCQ(8, nil)
 	cq.Push(&Entry{Context: "a"})
 	cq.Push(&Entry{Context: "bad", Err: CodeTrunc, OLen: 7})
 	cq.Push(&Entry{Context: "c"})
@@ -94,7 +109,7 @@ func (p *prog) Progress() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	did := false
-	for len(p.queue) > 0 && p.cq.Free() > 0 {
+	for len(p.queue) > 0 {
 		p.cq.Push(&Entry{Context: p.queue[0]})
 		p.queue = p.queue[1:]
 		did = true
@@ -103,7 +118,7 @@ func (p *prog) Progress() bool {
 }
 
 func TestCQ_ReadDrivesProgress(t *testing.T) {
-	cq := NewCQ(2, false)
+	cq := NewCQ(2, nil)
 	p := &prog{cq: cq}
 	cq.Bind(p, nil)
 	p.queue = []int{1, 2, 3, 4, 5}
@@ -126,7 +141,7 @@ func TestCQ_ReadDrivesProgress(t *testing.T) {
 }
 
 func TestCQ_SreadTimesOut(t *testing.T) {
-	cq := NewCQ(4, false)
+	cq := NewCQ(4, nil)
 	var buf [1]Entry
 	start := time.Now()
 	if n, c := cq.Sread(buf[:], 20*time.Millisecond); n != 0 || c != CodeAgain {
@@ -138,7 +153,7 @@ func TestCQ_SreadTimesOut(t *testing.T) {
 }
 
 func TestCQ_SreadWakesOnWork(t *testing.T) {
-	cq := NewCQ(4, true)
+	cq := NewCQ(4, NewSerial(true))
 	p := &prog{cq: cq}
 	cq.Bind(p, nil)
 	go func() {
@@ -153,7 +168,7 @@ func TestCQ_SreadWakesOnWork(t *testing.T) {
 }
 
 func TestCQ_SignalUnblocksSread(t *testing.T) {
-	cq := NewCQ(4, true)
+	cq := NewCQ(4, NewSerial(true))
 	done := make(chan Code, 1)
 	go func() {
 		var buf [1]Entry
@@ -182,7 +197,7 @@ func (w *waiter) Wait(d time.Duration) { w.waits.Add(1); w.s.wait(d) }
 func (w *waiter) Wake()                { w.s.wake() }
 
 func TestCQ_SreadSleepsOnTransportWaiter(t *testing.T) {
-	cq := NewCQ(4, true)
+	cq := NewCQ(4, NewSerial(true))
 	p := &prog{cq: cq}
 	w := &waiter{}
 	w.s.init()
@@ -205,10 +220,10 @@ func TestCQ_SreadSleepsOnTransportWaiter(t *testing.T) {
 }
 
 func TestCQ_ThreadSafeManyReaders(t *testing.T) {
-	cq := NewCQ(64, true)
+	cq := NewCQ(64, NewSerial(true))
 	p := &prog{cq: cq}
 	cq.Bind(p, nil)
-	const total = 20000
+	const total = 5000
 	go func() {
 		for i := range total {
 			p.add(i)
