@@ -1,0 +1,389 @@
+package engine
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Entry is one completion as the engine records it. The root package turns
+// it into fi.CQEntry / fi.CQErrEntry; the field meanings follow fi_cq(3).
+type Entry struct {
+	Context any    // the operation's context
+	Flags   uint64 // completion flags (FI_SEND, FI_RECV, FI_TAGGED, ...)
+	Len     int    // bytes transferred (for error entries: bytes delivered)
+	Buf     []byte // received data in the user's buffer (receives only)
+	Data    uint64 // remote CQ data, valid when Flags has FI_REMOTE_CQ_DATA
+	Tag     uint64 // tag of a tagged receive
+	Src     uint64 // source fi_addr (or AV user id); AddrUnknown if not known
+
+	// Error completions only (Err != 0).
+	Err       Code // libfabric errno of the failure
+	ProvErrno int  // provider-specific errno
+	OLen      int  // overflow length (bytes that did not fit) for CodeTrunc
+}
+
+// AddrUnknown is fi.AddrNotAvail, the source of a completion whose sender
+// is not in the address vector.
+const AddrUnknown = ^uint64(0)
+
+// Progressor is an endpoint bound to a CQ. Progress moves whatever its
+// transports delivered into its CQs and reports whether it did any work.
+// Progress is called with the CQ's lock held when the CQ is thread safe.
+type Progressor interface {
+	Progress() bool
+}
+
+// Waiter lets Sread sleep until a transport has work. Wait returns when
+// woken, when the transport may have work, or after timeout, whichever is
+// first; spurious returns are allowed. Wake makes a concurrent or future
+// Wait return promptly. Both are safe for concurrent use.
+type Waiter interface {
+	Wait(timeout time.Duration)
+	Wake()
+}
+
+// CQ is a completion queue: a power-of-two ring of entries with error
+// entries kept in order among them, as libfabric's util CQ does.
+//
+// Concurrency: the CQ shares its domain's Serial. When that is off
+// (FI_THREAD_DOMAIN and looser) the caller serialises every call on the
+// domain's objects; when on (FI_THREAD_SAFE) every method may be called
+// from any goroutine. Signal and Notify are always safe.
+type CQ struct {
+	ser *Serial
+
+	ring []Entry
+	mask uint64
+	head uint64 // next entry to read
+	tail uint64 // next entry to write
+	// over holds completions that arrived while the ring was full, in
+	// order after the ring's. Producers keep within the ring through their
+	// own queue-depth limits; over exists so that a completion is never
+	// lost when they do not (say, many messages into one multi-receive
+	// buffer while nobody reads the CQ).
+	over []Entry
+
+	eps     []Progressor
+	waiters []Waiter
+	wake    atomic.Pointer[[]Waiter] // snapshot of waiters for Notify
+
+	signaled atomic.Bool
+	sleep    sleeper // used when no transport offers a Waiter
+}
+
+// Serial is a domain's serialisation: a mutex taken by every call on the
+// domain's CQs and endpoints when the domain is FI_THREAD_SAFE, and
+// nothing at all otherwise. One lock per domain keeps lock ordering
+// trivial: progress on one CQ may complete operations into another.
+type Serial struct {
+	mu sync.Mutex
+	on bool
+}
+
+// NewSerial returns a Serial that locks when safe is true.
+func NewSerial(safe bool) *Serial { return &Serial{on: safe} }
+
+// Lock takes the domain lock when the domain is thread safe.
+func (s *Serial) Lock() {
+	if s.on {
+		s.mu.Lock()
+	}
+}
+
+// Unlock releases what Lock took.
+func (s *Serial) Unlock() {
+	if s.on {
+		s.mu.Unlock()
+	}
+}
+
+// NewCQ returns a CQ holding at least size entries (rounded up to a power
+// of two; 0 means DefaultCQSize), serialised by ser (nil: not thread safe).
+func NewCQ(size int, ser *Serial) *CQ {
+	if size <= 0 {
+		size = DefaultCQSize
+	}
+	n := 1
+	for n < size {
+		n <<= 1
+	}
+	if ser == nil {
+		ser = NewSerial(false)
+	}
+	cq := &CQ{ser: ser, ring: make([]Entry, n), mask: uint64(n - 1)}
+	cq.sleep.init()
+	return cq
+}
+
+// DefaultCQSize is the CQ size used when the attribute asks for 0.
+const DefaultCQSize = 1024
+
+// Size reports the CQ's capacity.
+func (cq *CQ) Size() int { return len(cq.ring) }
+
+// Bind attaches an endpoint (and its transport's Waiter, which may be nil)
+// so that Read and Sread drive its progress.
+func (cq *CQ) Bind(p Progressor, w Waiter) {
+	cq.lock()
+	cq.eps = append(cq.eps, p)
+	if w != nil {
+		cq.waiters = append(cq.waiters, w)
+		cq.publishWaiters()
+	}
+	cq.unlock()
+}
+
+func (cq *CQ) publishWaiters() {
+	ws := append([]Waiter(nil), cq.waiters...)
+	cq.wake.Store(&ws)
+}
+
+// Unbind detaches an endpoint bound with Bind.
+func (cq *CQ) Unbind(p Progressor, w Waiter) {
+	cq.lock()
+	for i, e := range cq.eps {
+		if e == p {
+			cq.eps = append(cq.eps[:i], cq.eps[i+1:]...)
+			break
+		}
+	}
+	if w != nil {
+		for i, e := range cq.waiters {
+			if e == w {
+				cq.waiters = append(cq.waiters[:i], cq.waiters[i+1:]...)
+				cq.publishWaiters()
+				break
+			}
+		}
+	}
+	cq.unlock()
+}
+
+// Bound reports how many endpoints are bound.
+func (cq *CQ) Bound() int {
+	cq.lock()
+	n := len(cq.eps)
+	cq.unlock()
+	return n
+}
+
+func (cq *CQ) lock()   { cq.ser.Lock() }
+func (cq *CQ) unlock() { cq.ser.Unlock() }
+
+// Free reports how many more entries fit in the ring. The caller holds
+// the domain's serialisation.
+func (cq *CQ) Free() int { return len(cq.ring) - int(cq.tail-cq.head) }
+
+// Push appends a completion; it never fails and never drops one (see
+// over). The caller holds the domain's serialisation: endpoints push from
+// inside Progress or from their own posting calls.
+func (cq *CQ) Push(e *Entry) {
+	if len(cq.over) > 0 || cq.tail-cq.head == uint64(len(cq.ring)) {
+		cq.over = append(cq.over, *e)
+		return
+	}
+	cq.ring[cq.tail&cq.mask] = *e
+	cq.tail++
+}
+
+// refill moves overflowed completions into the ring as it drains.
+func (cq *CQ) refill() {
+	i := 0
+	for i < len(cq.over) && cq.tail-cq.head < uint64(len(cq.ring)) {
+		cq.ring[cq.tail&cq.mask] = cq.over[i]
+		cq.over[i] = Entry{}
+		cq.tail++
+		i++
+	}
+	if i == len(cq.over) {
+		cq.over = cq.over[:0]
+	} else if i > 0 {
+		cq.over = append(cq.over[:0], cq.over[i:]...)
+	}
+}
+
+// progressLocked drives every bound endpoint once.
+func (cq *CQ) progressLocked() bool {
+	did := false
+	for _, p := range cq.eps {
+		if p.Progress() {
+			did = true
+		}
+	}
+	return did
+}
+
+// Read drives progress, then copies up to len(dst) successful completions
+// into dst. It returns CodeAgain when there is none and CodeAvail when the
+// next entry is an error entry (read it with ReadErr). Entries are
+// returned in completion order; an error entry stops the batch before it.
+func (cq *CQ) Read(dst []Entry) (int, Code) {
+	cq.lock()
+	n, c := cq.readLocked(dst)
+	cq.unlock()
+	return n, c
+}
+
+func (cq *CQ) readLocked(dst []Entry) (int, Code) {
+	cq.progressLocked()
+	return cq.take(dst)
+}
+
+func (cq *CQ) take(dst []Entry) (int, Code) {
+	if cq.head == cq.tail {
+		return 0, CodeAgain
+	}
+	n := 0
+	for n < len(dst) && cq.head != cq.tail {
+		e := &cq.ring[cq.head&cq.mask]
+		if e.Err != 0 {
+			break
+		}
+		dst[n] = *e
+		*e = Entry{} // drop references for the GC
+		cq.head++
+		n++
+		if len(cq.over) > 0 {
+			cq.refill()
+		}
+	}
+	if n == 0 && cq.ring[cq.head&cq.mask].Err != 0 {
+		return 0, CodeAvail
+	}
+	return n, 0
+}
+
+// ReadErr removes and returns the error entry at the head of the queue.
+// It returns CodeAgain when the head entry is not an error entry (or the
+// queue is empty).
+func (cq *CQ) ReadErr() (Entry, Code) {
+	cq.lock()
+	defer cq.unlock()
+	if cq.head == cq.tail {
+		cq.progressLocked()
+	}
+	if cq.head == cq.tail || cq.ring[cq.head&cq.mask].Err == 0 {
+		return Entry{}, CodeAgain
+	}
+	e := cq.ring[cq.head&cq.mask]
+	cq.ring[cq.head&cq.mask] = Entry{}
+	cq.head++
+	cq.refill()
+	return e, 0
+}
+
+// Pending reports the number of queued entries (success and error).
+func (cq *CQ) Pending() int {
+	cq.lock()
+	n := int(cq.tail-cq.head) + len(cq.over)
+	cq.unlock()
+	return n
+}
+
+// Spin budget before Sread sleeps: long enough to catch a reply from a
+// peer on the other core (a shared-memory round trip is 0.1-1 µs here),
+// short enough not to burn a core for long.
+const (
+	sreadSpins  = 4096
+	sreadYields = 64
+	// maxSleep bounds one sleep so a dead peer or a missed transport
+	// event cannot hold Sread beyond its timeout, and so that endpoints
+	// whose transport has no Waiter are still polled.
+	maxSleep = 10 * time.Millisecond
+)
+
+// Sread blocks until at least one completion (or error entry) is
+// available, the timeout passes, or Signal is called. A negative timeout
+// waits forever. It returns what Read would, and CodeAgain on timeout or
+// after Signal, as libfabric does.
+func (cq *CQ) Sread(dst []Entry, timeout time.Duration) (int, Code) {
+	var deadline time.Time
+	if timeout >= 0 {
+		deadline = time.Now().Add(timeout)
+	}
+	for i := 0; ; i++ {
+		n, c := cq.Read(dst)
+		if c != CodeAgain {
+			return n, c
+		}
+		if cq.signaled.CompareAndSwap(true, false) {
+			return 0, CodeAgain
+		}
+		switch {
+		case i < sreadSpins:
+			continue
+		case i < sreadSpins+sreadYields:
+			runtime.Gosched()
+			continue
+		}
+		d := maxSleep
+		if timeout >= 0 {
+			left := time.Until(deadline)
+			if left <= 0 {
+				return 0, CodeAgain
+			}
+			d = min(d, left)
+		}
+		cq.wait(d)
+	}
+}
+
+// wait sleeps on the single bound transport's Waiter when there is one,
+// otherwise on the CQ's own sleeper (woken by Signal and Notify).
+func (cq *CQ) wait(d time.Duration) {
+	cq.lock()
+	var w Waiter
+	if len(cq.waiters) == 1 && len(cq.eps) == 1 {
+		w = cq.waiters[0]
+	}
+	cq.unlock()
+	if w != nil {
+		w.Wait(d)
+		return
+	}
+	// Several transports: poll them at a short interval instead.
+	cq.sleep.wait(min(d, 50*time.Microsecond))
+}
+
+// Signal makes a blocked Sread return CodeAgain (fi_cq_signal).
+func (cq *CQ) Signal() {
+	cq.signaled.Store(true)
+	cq.Notify()
+}
+
+// Notify wakes a sleeping Sread so that it runs progress again; in-process
+// transports call it when they hand over work. It takes no lock, so it is
+// safe from any goroutine, including from inside Progress.
+func (cq *CQ) Notify() {
+	if ws := cq.wake.Load(); ws != nil {
+		for _, w := range *ws {
+			w.Wake()
+		}
+	}
+	cq.sleep.wake()
+}
+
+// sleeper is a channel-backed one-shot wake-up for in-process waiting.
+type sleeper struct {
+	ch chan struct{}
+}
+
+func (s *sleeper) init() { s.ch = make(chan struct{}, 1) }
+
+func (s *sleeper) wake() {
+	select {
+	case s.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (s *sleeper) wait(d time.Duration) {
+	t := time.NewTimer(d)
+	select {
+	case <-s.ch:
+	case <-t.C:
+	}
+	t.Stop()
+}

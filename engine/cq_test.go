@@ -1,0 +1,255 @@
+package engine
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestCQ_EmptyReadSaysAgain(t *testing.T) {
+	cq := NewCQ(4, nil)
+	var buf [4]Entry
+	if n, c := cq.Read(buf[:]); n != 0 || c != CodeAgain {
+		t.Fatalf("Read on empty CQ = %d, %v; want 0, CodeAgain", n, c)
+	}
+	if _, c := cq.ReadErr(); c != CodeAgain {
+		t.Fatalf("ReadErr on empty CQ = %v; want CodeAgain", c)
+	}
+}
+
+func TestCQ_SizeRoundsUpToPowerOfTwo(t *testing.T) {
+	for _, tc := range []struct{ ask, want int }{{0, DefaultCQSize}, {1, 1}, {3, 4}, {1000, 1024}, {1024, 1024}} {
+		if got := NewCQ(tc.ask, nil).Size(); got != tc.want {
+			t.Errorf("NewCQ(%d).Size() = %d, want %d", tc.ask, got, tc.want)
+		}
+	}
+}
+
+func TestCQ_OverfullQueueKeepsEveryEntryInOrder(t *testing.T) {
+	cq := NewCQ(4, nil)
+	for i := range 4 {
+		cq.Push(&Entry{Context: i, Len: i})
+	}
+	if cq.Free() != 0 {
+		t.Fatalf("Free = %d on a full queue", cq.Free())
+	}
+	cq.Push(&Entry{Context: 4})
+	cq.Push(&Entry{Context: 5, Err: CodeTrunc})
+	cq.Push(&Entry{Context: 6})
+	if cq.Pending() != 7 {
+		t.Fatalf("Pending = %d, want 7", cq.Pending())
+	}
+	var got []any
+	var buf [3]Entry
+	for {
+		n, c := cq.Read(buf[:])
+		for _, e := range buf[:n] {
+			got = append(got, e.Context)
+		}
+		if c == CodeAvail {
+			e, _ := cq.ReadErr()
+			got = append(got, e.Context)
+			continue
+		}
+		if c == CodeAgain {
+			break
+		}
+	}
+	for i, v := range got {
+		if v != i {
+			t.Fatalf("read %v, want 0..6 in order", got)
+		}
+	}
+	if len(got) != 7 {
+		t.Fatalf("read %d entries, want 7", len(got))
+	}
+}
+
+func TestCQ_ErrorEntryKeepsItsPlaceInOrder(t *testing.T) {
+	cq := NewCQ(8, nil)
+	cq.Push(&Entry{Context: "a"})
+	cq.Push(&Entry{Context: "bad", Err: CodeTrunc, OLen: 7})
+	cq.Push(&Entry{Context: "c"})
+	var buf [8]Entry
+	n, c := cq.Read(buf[:])
+	if n != 1 || c != 0 || buf[0].Context != "a" {
+		t.Fatalf("first Read = %d, %v, %v; want the entry before the error", n, c, buf[0].Context)
+	}
+	if n, c = cq.Read(buf[:]); n != 0 || c != CodeAvail {
+		t.Fatalf("Read at an error entry = %d, %v; want 0, CodeAvail", n, c)
+	}
+	e, c := cq.ReadErr()
+	if c != 0 || e.Err != CodeTrunc || e.OLen != 7 || e.Context != "bad" {
+		t.Fatalf("ReadErr = %+v, %v", e, c)
+	}
+	if _, c = cq.ReadErr(); c != CodeAgain {
+		t.Fatalf("second ReadErr = %v; want CodeAgain (head is a success entry)", c)
+	}
+	if n, c = cq.Read(buf[:]); n != 1 || buf[0].Context != "c" {
+		t.Fatalf("Read after ReadErr = %d, %v, %v", n, c, buf[0].Context)
+	}
+}
+
+// prog is a Progressor that pushes one entry per queued item.
+type prog struct {
+	cq    *CQ
+	mu    sync.Mutex
+	queue []int
+}
+
+func (p *prog) add(v int) {
+	p.mu.Lock()
+	p.queue = append(p.queue, v)
+	p.mu.Unlock()
+	p.cq.Notify()
+}
+
+func (p *prog) Progress() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	did := false
+	for len(p.queue) > 0 {
+		p.cq.Push(&Entry{Context: p.queue[0]})
+		p.queue = p.queue[1:]
+		did = true
+	}
+	return did
+}
+
+func TestCQ_ReadDrivesProgress(t *testing.T) {
+	cq := NewCQ(2, nil)
+	p := &prog{cq: cq}
+	cq.Bind(p, nil)
+	p.queue = []int{1, 2, 3, 4, 5}
+	var got []int
+	var buf [1]Entry
+	for len(got) < 5 {
+		n, c := cq.Read(buf[:])
+		if c == CodeAgain {
+			t.Fatalf("progress stalled after %v", got)
+		}
+		if n == 1 {
+			got = append(got, buf[0].Context.(int))
+		}
+	}
+	for i, v := range got {
+		if v != i+1 {
+			t.Fatalf("got %v, want 1..5 in order", got)
+		}
+	}
+}
+
+func TestCQ_SreadTimesOut(t *testing.T) {
+	cq := NewCQ(4, nil)
+	var buf [1]Entry
+	start := time.Now()
+	if n, c := cq.Sread(buf[:], 20*time.Millisecond); n != 0 || c != CodeAgain {
+		t.Fatalf("Sread on idle CQ = %d, %v; want 0, CodeAgain", n, c)
+	}
+	if time.Since(start) < 20*time.Millisecond {
+		t.Fatal("Sread returned before its timeout")
+	}
+}
+
+func TestCQ_SreadWakesOnWork(t *testing.T) {
+	cq := NewCQ(4, NewSerial(true))
+	p := &prog{cq: cq}
+	cq.Bind(p, nil)
+	go func() {
+		time.Sleep(5 * time.Millisecond)
+		p.add(42)
+	}()
+	var buf [1]Entry
+	n, c := cq.Sread(buf[:], 10*time.Second)
+	if n != 1 || c != 0 || buf[0].Context != 42 {
+		t.Fatalf("Sread = %d, %v, %v; want the entry pushed by the other goroutine", n, c, buf[0].Context)
+	}
+}
+
+func TestCQ_SignalUnblocksSread(t *testing.T) {
+	cq := NewCQ(4, NewSerial(true))
+	done := make(chan Code, 1)
+	go func() {
+		var buf [1]Entry
+		_, c := cq.Sread(buf[:], -1)
+		done <- c
+	}()
+	time.Sleep(5 * time.Millisecond)
+	cq.Signal()
+	select {
+	case c := <-done:
+		if c != CodeAgain {
+			t.Fatalf("signalled Sread returned %v, want CodeAgain", c)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Signal did not unblock Sread")
+	}
+}
+
+// waiter counts Wait calls so the test can see Sread used the transport's.
+type waiter struct {
+	waits atomic.Int32
+	s     sleeper
+}
+
+func (w *waiter) Wait(d time.Duration) { w.waits.Add(1); w.s.wait(d) }
+func (w *waiter) Wake()                { w.s.wake() }
+
+func TestCQ_SreadSleepsOnTransportWaiter(t *testing.T) {
+	cq := NewCQ(4, NewSerial(true))
+	p := &prog{cq: cq}
+	w := &waiter{}
+	w.s.init()
+	cq.Bind(p, w)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		p.add(7)
+	}()
+	var buf [1]Entry
+	if n, _ := cq.Sread(buf[:], 10*time.Second); n != 1 {
+		t.Fatal("Sread returned no entry")
+	}
+	if w.waits.Load() == 0 {
+		t.Fatal("Sread never slept on the bound transport's Waiter")
+	}
+	cq.Unbind(p, w)
+	if cq.Bound() != 0 {
+		t.Fatal("Unbind left the endpoint bound")
+	}
+}
+
+func TestCQ_ThreadSafeManyReaders(t *testing.T) {
+	cq := NewCQ(64, NewSerial(true))
+	p := &prog{cq: cq}
+	cq.Bind(p, nil)
+	const total = 5000
+	go func() {
+		for i := range total {
+			p.add(i)
+		}
+	}()
+	var got atomic.Int64
+	var seen [total]atomic.Bool
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var buf [8]Entry
+			for got.Load() < total {
+				n, _ := cq.Sread(buf[:], 100*time.Millisecond)
+				for _, e := range buf[:n] {
+					if seen[e.Context.(int)].Swap(true) {
+						t.Errorf("entry %d read twice", e.Context)
+					}
+				}
+				got.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	if got.Load() != total {
+		t.Fatalf("read %d entries, want %d", got.Load(), total)
+	}
+}

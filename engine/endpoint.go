@@ -1,0 +1,863 @@
+package engine
+
+import (
+	"github.com/gofi-dev/fi/match"
+	"github.com/gofi-dev/fi/transport"
+)
+
+// Operation and completion flag bits, equal to libfabric's (rdma/fabric.h)
+// so the root package converts them with a type conversion.
+const (
+	FlagMsg          uint64 = 1 << 1
+	FlagTagged       uint64 = 1 << 3
+	FlagRecv         uint64 = 1 << 10
+	FlagSend         uint64 = 1 << 11
+	FlagMultiRecv    uint64 = 1 << 16
+	FlagRemoteCQData uint64 = 1 << 17
+	FlagPeek         uint64 = 1 << 19
+	FlagCompletion   uint64 = 1 << 24
+	FlagInject       uint64 = 1 << 25
+	FlagDiscard      uint64 = 1 << 58
+	FlagClaim        uint64 = 1 << 59
+)
+
+// AddrBook is the endpoint's view of its address vector. Both calls run on
+// the endpoint's serialised path and must not block.
+type AddrBook interface {
+	// Lookup returns the provider address stored at fi_addr a.
+	Lookup(a uint64) ([]byte, bool)
+	// Reverse returns the fi_addr (or AV user id) under which addr is
+	// stored, for FI_SOURCE; false when the sender is not in the AV.
+	Reverse(addr []byte) (uint64, bool)
+}
+
+// Config sets up an Endpoint.
+type Config struct {
+	Transport transport.Transport
+	Addrs     AddrBook
+	Serial    *Serial // the domain's; nil means not thread safe
+
+	TxCQ, RxCQ   *CQ  // bound CQs (nil: that direction reports nothing)
+	TxSelective  bool // FI_SELECTIVE_COMPLETION on the transmit binding
+	RxSelective  bool // FI_SELECTIVE_COMPLETION on the receive binding
+	DirectedRecv bool // FI_DIRECTED_RECV
+	Source       bool // FI_SOURCE: completions carry the sender's fi_addr
+
+	TxSize int // outstanding transmits before ErrAgain (0: DefaultQueueSize)
+	RxSize int // posted receives before ErrAgain (0: DefaultQueueSize)
+	// UnexpectedBytes caps the eager payload buffered for messages that
+	// arrived before their receive; above it the transport stops reading
+	// the sender (0: DefaultUnexpectedBytes).
+	UnexpectedBytes int
+	// MinMultiRecv is FI_OPT_MIN_MULTI_RECV (0: match.DefaultMinMultiRecv).
+	MinMultiRecv int
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultQueueSize       = 1024
+	DefaultUnexpectedBytes = 8 << 20
+)
+
+// Endpoint is the provider-neutral part of a reliable-datagram endpoint:
+// the transmit and receive paths, matching and completions.
+//
+// Concurrency: every exported method takes the domain's Serial, so an
+// Endpoint is safe for concurrent use exactly when its domain is thread
+// safe; otherwise the caller serialises calls on the domain's objects.
+type Endpoint struct {
+	cfg Config
+	tr  transport.Transport
+	ser *Serial
+
+	msgs *match.Matcher[uint32, uint32] // untagged queue: rx op, ux index
+	tags *match.Matcher[uint32, uint32] // tagged queue
+
+	rx     []rxOp
+	rxFree []uint32
+	nrx    int // posted receives (non-multi and multi)
+	tx     []txOp
+	txFree []uint32
+	ntx    int
+	ux     []uxMsg
+	uxFree []uint32
+	uxUsed int // bytes buffered for unexpected eager messages
+	fx     []fetchOp
+	fxFree []uint32
+
+	pool bufPool
+
+	peerOf  []int64  // fi_addr -> transport peer + 1 (0: unresolved)
+	srcOf   []uint64 // transport peer -> fi_addr + 1 (0: unresolved)
+	placed  []match.Placed[uint32]
+	oneIOV  [1][]byte
+	closed  bool
+	peerErr map[transport.Peer]Code
+}
+
+type rxOp struct {
+	ctx     any
+	iov     [][]byte
+	one     [1][]byte
+	kind    transport.Kind
+	flags   uint64 // op flags (FlagCompletion, FlagMultiRecv)
+	size    int
+	fetches int // rendezvous fetches in flight into this receive
+	live    bool
+}
+
+type txOp struct {
+	ctx   any
+	kind  transport.Kind
+	flags uint64
+	n     int
+	live  bool
+}
+
+// uxMsg is an unexpected message: its header and either its eager payload
+// (copied into a pooled buffer) or the transport's cookie for it.
+type uxMsg struct {
+	peer   transport.Peer
+	hdr    transport.Header
+	src    uint64
+	buf    []byte // eager payload (len == hdr.Len); nil for rendezvous
+	cookie uint64
+	rndv   bool
+}
+
+// fetchOp is a rendezvous receive in flight.
+type fetchOp struct {
+	rx       uint32 // receive it lands in
+	hdr      transport.Header
+	src      uint64
+	off      int  // offset in a multi-receive buffer
+	olen     int  // bytes that did not fit
+	released bool // multi-receive buffer released by this message
+	multi    bool
+	live     bool
+}
+
+// Op token layout: the top bits say which table the index is in.
+const (
+	tokTx    uint64 = 1 << 62
+	tokFetch uint64 = 2 << 62
+	tokMask  uint64 = 1<<62 - 1
+)
+
+// NewEndpoint builds an endpoint over cfg.Transport.
+func NewEndpoint(cfg Config) (*Endpoint, Code) {
+	if cfg.Transport == nil || cfg.Addrs == nil {
+		return nil, CodeInval
+	}
+	if cfg.Serial == nil {
+		cfg.Serial = NewSerial(false)
+	}
+	if cfg.TxSize <= 0 {
+		cfg.TxSize = DefaultQueueSize
+	}
+	if cfg.RxSize <= 0 {
+		cfg.RxSize = DefaultQueueSize
+	}
+	if cfg.UnexpectedBytes <= 0 {
+		cfg.UnexpectedBytes = DefaultUnexpectedBytes
+	}
+	msgs, err := match.New[uint32, uint32](match.DirectedRecv(cfg.DirectedRecv))
+	if err != nil {
+		return nil, CodeInval
+	}
+	tags, err := match.New[uint32, uint32](match.DirectedRecv(cfg.DirectedRecv))
+	if err != nil {
+		return nil, CodeInval
+	}
+	if cfg.MinMultiRecv > 0 {
+		if msgs.SetMinMultiRecv(cfg.MinMultiRecv) != nil || tags.SetMinMultiRecv(cfg.MinMultiRecv) != nil {
+			return nil, CodeInval
+		}
+	}
+	ep := &Endpoint{cfg: cfg, tr: cfg.Transport, ser: cfg.Serial, msgs: msgs, tags: tags}
+	return ep, 0
+}
+
+// Progress drives the transport once; CQs call it (with the Serial held).
+func (ep *Endpoint) Progress() bool {
+	if ep.closed {
+		return false
+	}
+	return ep.tr.Poll(ep)
+}
+
+// SetMinMultiRecv changes FI_OPT_MIN_MULTI_RECV.
+func (ep *Endpoint) SetMinMultiRecv(n int) Code {
+	ep.ser.Lock()
+	defer ep.ser.Unlock()
+	if ep.msgs.SetMinMultiRecv(n) != nil || ep.tags.SetMinMultiRecv(n) != nil {
+		return CodeInval
+	}
+	return 0
+}
+
+// MinMultiRecv reports FI_OPT_MIN_MULTI_RECV.
+func (ep *Endpoint) MinMultiRecv() int { return ep.msgs.MinMultiRecv() }
+
+// AddrChanged drops the endpoint's address caches; the AV calls it after
+// Insert and Remove so stale fi_addr <-> peer mappings are never used.
+func (ep *Endpoint) AddrChanged() {
+	ep.ser.Lock()
+	clear(ep.peerOf)
+	clear(ep.srcOf)
+	ep.ser.Unlock()
+}
+
+// ---------------------------------------------------------------------------
+// transmit
+
+// SendArgs describe one transmit.
+type SendArgs struct {
+	IOV   [][]byte
+	Dest  uint64 // fi_addr (group bits already split off)
+	Group uint32
+	Kind  transport.Kind
+	Tag   uint64
+	Data  uint64
+	Flags uint64 // FlagRemoteCQData, FlagCompletion, FlagInject
+	Ctx   any
+}
+
+// Send starts a message. With FlagInject the payload must fit the
+// transport's eager size and no completion is generated. It returns
+// CodeAgain when the transmit queue or the transport has no room.
+func (ep *Endpoint) Send(a *SendArgs) Code {
+	ep.ser.Lock()
+	defer ep.ser.Unlock()
+	if ep.closed {
+		return CodeInval
+	}
+	peer, c := ep.peer(a.Dest)
+	if c != 0 {
+		return c
+	}
+	n := 0
+	for _, b := range a.IOV {
+		n += len(b)
+	}
+	inject := a.Flags&FlagInject != 0
+	if inject && n > ep.tr.MaxEager() {
+		return CodeMsgSize
+	}
+	if ep.ntx >= ep.cfg.TxSize {
+		return CodeAgain
+	}
+	hdr := transport.Header{Kind: a.Kind, Group: a.Group, Tag: a.Tag, Len: uint64(n)}
+	if a.Flags&FlagRemoteCQData != 0 {
+		hdr.Flags |= transport.FlagRemoteData
+		hdr.Data = a.Data
+	}
+	idx := ep.txAlloc()
+	op := &ep.tx[idx]
+	*op = txOp{ctx: a.Ctx, kind: a.Kind, flags: a.Flags, n: n, live: true}
+	done, tc := ep.tr.Send(peer, &hdr, a.IOV, transport.Op(tokTx|uint64(idx)))
+	if tc != 0 {
+		ep.txPut(idx)
+		if tc == transport.EAgain {
+			// A fault reported while trying (refused connection, dead peer)
+			// arrives as an error completion later; EAgain means "retry".
+			return CodeAgain
+		}
+		return Code(tc)
+	}
+	if done {
+		if inject {
+			ep.txPut(idx)
+			return 0
+		}
+		ep.txComplete(idx, 0)
+	}
+	return 0
+}
+
+func (ep *Endpoint) txAlloc() uint32 {
+	ep.ntx++
+	if n := len(ep.txFree); n > 0 {
+		i := ep.txFree[n-1]
+		ep.txFree = ep.txFree[:n-1]
+		return i
+	}
+	ep.tx = append(ep.tx, txOp{})
+	return uint32(len(ep.tx) - 1)
+}
+
+func (ep *Endpoint) txPut(i uint32) {
+	ep.tx[i] = txOp{}
+	ep.txFree = append(ep.txFree, i)
+	ep.ntx--
+}
+
+// txComplete reports a finished transmit and frees its slot.
+func (ep *Endpoint) txComplete(i uint32, c Code) {
+	op := &ep.tx[i]
+	if op.flags&FlagInject == 0 && ep.cfg.TxCQ != nil {
+		if c != 0 {
+			ep.cfg.TxCQ.Push(&Entry{Context: op.ctx, Flags: FlagSend | kindFlag(op.kind), Err: c, Src: AddrUnknown})
+		} else if !ep.cfg.TxSelective || op.flags&FlagCompletion != 0 {
+			ep.cfg.TxCQ.Push(&Entry{Context: op.ctx, Flags: FlagSend | kindFlag(op.kind)})
+		}
+	}
+	ep.txPut(i)
+}
+
+func kindFlag(k transport.Kind) uint64 {
+	if k == transport.KindTagged {
+		return FlagTagged
+	}
+	return FlagMsg
+}
+
+// peer resolves fi_addr a to a transport peer through the AV, caching it.
+func (ep *Endpoint) peer(a uint64) (transport.Peer, Code) {
+	if a < uint64(len(ep.peerOf)) && ep.peerOf[a] != 0 {
+		return transport.Peer(ep.peerOf[a] - 1), 0
+	}
+	addr, ok := ep.cfg.Addrs.Lookup(a)
+	if !ok {
+		return 0, CodeAddrNotAvail
+	}
+	p, c := ep.tr.Resolve(addr)
+	if c != 0 {
+		return 0, Code(c)
+	}
+	if a < 1<<24 { // cache dense AV indices only
+		for uint64(len(ep.peerOf)) <= a {
+			ep.peerOf = append(ep.peerOf, 0)
+		}
+		ep.peerOf[a] = int64(p) + 1
+	}
+	return p, 0
+}
+
+// source returns the fi_addr a peer's messages report, or AddrUnknown.
+func (ep *Endpoint) source(p transport.Peer) uint64 {
+	if int(p) < len(ep.srcOf) && ep.srcOf[p] != 0 {
+		return ep.srcOf[p] - 1
+	}
+	a, ok := ep.cfg.Addrs.Reverse(ep.tr.PeerAddr(p))
+	if !ok {
+		return AddrUnknown
+	}
+	for len(ep.srcOf) <= int(p) {
+		ep.srcOf = append(ep.srcOf, 0)
+	}
+	ep.srcOf[p] = a + 1
+	return a
+}
+
+// ---------------------------------------------------------------------------
+// receive
+
+// RecvArgs describe one receive (or a peek / claim search).
+type RecvArgs struct {
+	IOV    [][]byte
+	Src    uint64 // fi_addr or AddrUnspec (^0); ignored without DirectedRecv
+	Group  uint32
+	Kind   transport.Kind
+	Tag    uint64
+	Ignore uint64
+	Flags  uint64 // FlagMultiRecv, FlagPeek, FlagClaim, FlagDiscard, FlagCompletion
+	Ctx    any
+}
+
+// Recv posts a receive, or with FlagPeek searches the unexpected messages
+// (completion with the message's details, or an FI_ENOMSG error entry),
+// with FlagClaim takes a message claimed by an earlier Peek|Claim, with
+// FlagDiscard drops what it finds.
+func (ep *Endpoint) Recv(a *RecvArgs) Code {
+	ep.ser.Lock()
+	defer ep.ser.Unlock()
+	if ep.closed {
+		return CodeInval
+	}
+	m := ep.matcher(a.Kind)
+	w := match.Want{Tag: a.Tag, Ignore: a.Ignore, Src: a.Src, Group: a.Group}
+	if a.Kind != transport.KindTagged {
+		w.Tag, w.Ignore = 0, 0
+	}
+	switch {
+	case a.Flags&FlagPeek != 0:
+		return ep.peek(m, w, a)
+	case a.Flags&FlagClaim != 0:
+		msg, ok := m.Claim(a.Ctx)
+		if !ok {
+			return CodeNoMsg
+		}
+		if a.Flags&FlagDiscard != 0 {
+			u := &ep.ux[msg.Data]
+			if cq := ep.cfg.RxCQ; cq != nil {
+				cq.Push(&Entry{Context: a.Ctx, Flags: FlagRecv | kindFlag(a.Kind), Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
+			}
+			ep.dropUx(msg.Data)
+			ep.uxPut(msg.Data)
+			return 0
+		}
+		return ep.deliverUx(ep.newRx(a), msg)
+	}
+	if ep.nrx >= ep.cfg.RxSize {
+		return CodeAgain
+	}
+	if a.Flags&FlagMultiRecv != 0 {
+		size := 0
+		for _, b := range a.IOV {
+			size += len(b)
+		}
+		if len(a.IOV) != 1 {
+			return CodeInval // a multi-receive buffer is one contiguous region
+		}
+		ri := ep.newRx(a)
+		var err error
+		var stays bool
+		ep.placed, stays, err = m.PostMultiRecv(match.Recv[uint32]{Want: w, Ctx: a.Ctx, Op: ri}, size, ep.placed[:0])
+		if err != nil {
+			ep.rxPut(ri)
+			return CodeInval
+		}
+		for _, p := range ep.placed {
+			ep.landUx(ri, p.Msg, match.Match[uint32]{Op: ri, Ctx: a.Ctx, Multi: true, Offset: p.Offset, Len: p.Len, Truncated: p.Truncated, Released: p.Released})
+		}
+		if stays {
+			ep.nrx++
+		} else if ep.rx[ri].fetches == 0 {
+			ep.rxPut(ri)
+		}
+		return 0
+	}
+	ri := ep.newRx(a)
+	msg, found := m.PostRecv(match.Recv[uint32]{Want: w, Ctx: a.Ctx, Op: ri})
+	if found {
+		return ep.deliverUx(ri, msg)
+	}
+	ep.nrx++
+	return 0
+}
+
+func (ep *Endpoint) matcher(k transport.Kind) *match.Matcher[uint32, uint32] {
+	if k == transport.KindTagged {
+		return ep.tags
+	}
+	return ep.msgs
+}
+
+func (ep *Endpoint) newRx(a *RecvArgs) uint32 {
+	var i uint32
+	if n := len(ep.rxFree); n > 0 {
+		i = ep.rxFree[n-1]
+		ep.rxFree = ep.rxFree[:n-1]
+	} else {
+		ep.rx = append(ep.rx, rxOp{})
+		i = uint32(len(ep.rx) - 1)
+	}
+	op := &ep.rx[i]
+	*op = rxOp{ctx: a.Ctx, kind: a.Kind, flags: a.Flags, live: true}
+	if len(a.IOV) == 1 {
+		op.one[0] = a.IOV[0]
+		op.iov = op.one[:]
+	} else {
+		op.iov = a.IOV
+	}
+	for _, b := range a.IOV {
+		op.size += len(b)
+	}
+	return i
+}
+
+func (ep *Endpoint) rxPut(i uint32) {
+	ep.rx[i] = rxOp{}
+	ep.rxFree = append(ep.rxFree, i)
+}
+
+func (ep *Endpoint) peek(m *match.Matcher[uint32, uint32], w match.Want, a *RecvArgs) Code {
+	var msg match.Msg[uint32]
+	var ok bool
+	switch {
+	case a.Flags&FlagClaim != 0:
+		var err error
+		msg, ok, err = m.PeekClaim(w, a.Ctx)
+		if err != nil {
+			return CodeInval
+		}
+	case a.Flags&FlagDiscard != 0:
+		msg, ok = m.PeekDiscard(w)
+	default:
+		msg, ok = m.Peek(w)
+	}
+	cq := ep.cfg.RxCQ
+	if !ok {
+		if cq != nil {
+			cq.Push(&Entry{Context: a.Ctx, Flags: FlagRecv | kindFlag(a.Kind), Err: CodeNoMsg, Src: AddrUnknown})
+		}
+		return 0
+	}
+	u := &ep.ux[msg.Data]
+	flags := FlagRecv | kindFlag(a.Kind)
+	if u.hdr.Flags&transport.FlagRemoteData != 0 {
+		flags |= FlagRemoteCQData
+	}
+	if cq != nil {
+		cq.Push(&Entry{Context: a.Ctx, Flags: flags, Len: int(u.hdr.Len), Data: u.hdr.Data, Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
+	}
+	if a.Flags&FlagDiscard != 0 {
+		ep.dropUx(msg.Data)
+		ep.uxPut(msg.Data)
+	}
+	return 0
+}
+
+func (ep *Endpoint) srcField(src uint64) uint64 {
+	if !ep.cfg.Source {
+		return AddrUnknown
+	}
+	return src
+}
+
+// deliverUx lands an unexpected message in a freshly made plain receive.
+func (ep *Endpoint) deliverUx(ri uint32, msg match.Msg[uint32]) Code {
+	n := min(ep.rx[ri].size, msg.Len)
+	ep.landUx(ri, msg, match.Match[uint32]{Op: ri, Ctx: ep.rx[ri].ctx, Len: n, Truncated: n < msg.Len, Released: true})
+	if ep.rx[ri].fetches == 0 {
+		ep.rxPut(ri)
+	}
+	return 0
+}
+
+// landUx moves an unexpected message's data into receive ri as mt says
+// and completes it (or starts its fetch). It frees the unexpected entry.
+func (ep *Endpoint) landUx(ri uint32, msg match.Msg[uint32], mt match.Match[uint32]) {
+	u := &ep.ux[msg.Data]
+	if u.rndv {
+		ep.startFetch(ri, u.peer, &u.hdr, msg.Src, u.cookie, mt)
+	} else {
+		ep.copyIn(ri, mt.Offset, u.buf[:mt.Len])
+		ep.completeRx(ri, &u.hdr, msg.Src, mt.Offset, mt.Len, msg.Len-mt.Len, mt.Multi, mt.Released)
+		ep.pool.put(u.buf)
+		ep.uxUsed -= len(u.buf)
+	}
+	ep.uxPut(msg.Data)
+}
+
+// copyIn copies p into receive ri's buffers starting at byte off.
+func (ep *Endpoint) copyIn(ri uint32, off int, p []byte) {
+	for _, b := range ep.rx[ri].iov {
+		if len(p) == 0 {
+			return
+		}
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		n := copy(b[off:], p)
+		p = p[n:]
+		off = 0
+	}
+}
+
+// window returns the part of receive ri's buffers from off, n bytes long,
+// as an iov for Fetch (reusing a scratch array for the single-buffer case).
+func (ep *Endpoint) window(ri uint32, off, n int) [][]byte {
+	iov := ep.rx[ri].iov
+	if len(iov) == 1 {
+		ep.oneIOV[0] = iov[0][off : off+n]
+		return ep.oneIOV[:]
+	}
+	var out [][]byte // vectored rendezvous receive: rare, allowed to allocate
+	for _, b := range iov {
+		if n == 0 {
+			break
+		}
+		if off >= len(b) {
+			off -= len(b)
+			continue
+		}
+		k := min(len(b)-off, n)
+		out = append(out, b[off:off+k])
+		n -= k
+		off = 0
+	}
+	return out
+}
+
+// completeRx pushes a receive completion: n bytes at off, olen bytes lost.
+func (ep *Endpoint) completeRx(ri uint32, hdr *transport.Header, src uint64, off, n, olen int, multi, released bool) {
+	op := &ep.rx[ri]
+	flags := FlagRecv | kindFlag(op.kind)
+	if hdr.Flags&transport.FlagRemoteData != 0 {
+		flags |= FlagRemoteCQData
+	}
+	if multi && released {
+		flags |= FlagMultiRecv
+	}
+	var buf []byte
+	if len(op.iov) == 1 {
+		buf = op.iov[0][off : off+n]
+	}
+	cq := ep.cfg.RxCQ
+	if cq == nil {
+		return
+	}
+	e := Entry{Context: op.ctx, Flags: flags, Len: n, Buf: buf, Data: hdr.Data, Src: ep.srcField(src)}
+	if op.kind == transport.KindTagged {
+		e.Tag = hdr.Tag
+	}
+	if olen > 0 {
+		e.Err, e.OLen = CodeTrunc, olen
+		cq.Push(&e)
+		return
+	}
+	if ep.cfg.RxSelective && op.flags&FlagCompletion == 0 && !(multi && released) {
+		return
+	}
+	cq.Push(&e)
+}
+
+func (ep *Endpoint) startFetch(ri uint32, p transport.Peer, hdr *transport.Header, src, cookie uint64, mt match.Match[uint32]) {
+	var fi uint32
+	if n := len(ep.fxFree); n > 0 {
+		fi = ep.fxFree[n-1]
+		ep.fxFree = ep.fxFree[:n-1]
+	} else {
+		ep.fx = append(ep.fx, fetchOp{})
+		fi = uint32(len(ep.fx) - 1)
+	}
+	ep.fx[fi] = fetchOp{rx: ri, hdr: *hdr, src: src, off: mt.Offset, olen: int(hdr.Len) - mt.Len,
+		released: mt.Released, multi: mt.Multi, live: true}
+	ep.rx[ri].fetches++
+	done, n, c := ep.tr.Fetch(p, cookie, ep.window(ri, mt.Offset, mt.Len), transport.Op(tokFetch|uint64(fi)))
+	if done {
+		ep.fetchDone(fi, n, Code(c), false)
+	}
+}
+
+func (ep *Endpoint) fetchDone(fi uint32, n int, c Code, freeRx bool) {
+	f := ep.fx[fi]
+	ep.fx[fi] = fetchOp{}
+	ep.fxFree = append(ep.fxFree, fi)
+	ep.rx[f.rx].fetches--
+	if c != 0 {
+		op := &ep.rx[f.rx]
+		if ep.cfg.RxCQ != nil {
+			ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: FlagRecv | kindFlag(op.kind), Err: c, Tag: f.hdr.Tag, Src: ep.srcField(f.src)})
+		}
+	} else {
+		ep.completeRx(f.rx, &f.hdr, f.src, f.off, n, f.olen, f.multi, f.released)
+	}
+	// A plain receive (or a released multi-receive buffer) is finished when
+	// its last fetch is; a buffer still posted stays.
+	if freeRx && (!f.multi || f.released) && ep.rx[f.rx].fetches == 0 {
+		ep.rxPut(f.rx)
+	}
+}
+
+// Cancel removes the posted receive with context ctx and completes it
+// with an FI_ECANCELED error entry. It returns CodeNoMsg when no posted
+// receive has that context.
+func (ep *Endpoint) Cancel(ctx any) Code {
+	ep.ser.Lock()
+	defer ep.ser.Unlock()
+	for _, m := range [2]*match.Matcher[uint32, uint32]{ep.tags, ep.msgs} {
+		mt, ok := m.Cancel(ctx)
+		if !ok {
+			continue
+		}
+		op := &ep.rx[mt.Op]
+		flags := FlagRecv | kindFlag(op.kind)
+		if mt.Multi {
+			flags |= FlagMultiRecv
+		}
+		if ep.cfg.RxCQ != nil {
+			ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: flags, Err: CodeCanceled, Len: mt.Offset, Src: AddrUnknown})
+		}
+		ep.nrx--
+		if ep.rx[mt.Op].fetches == 0 {
+			ep.rxPut(mt.Op)
+		}
+		return 0
+	}
+	return CodeNoMsg
+}
+
+// ---------------------------------------------------------------------------
+// transport.Sink: called from inside Poll
+
+// Arrive matches an inbound message or queues it as unexpected.
+func (ep *Endpoint) Arrive(p transport.Peer, hdr *transport.Header, eager []byte, cookie uint64) bool {
+	m := ep.matcher(hdr.Kind)
+	src := ep.source(p)
+	msg := match.Msg[uint32]{Tag: hdr.Tag, Src: src, Group: hdr.Group, Len: int(hdr.Len)}
+	if hdr.Kind != transport.KindTagged {
+		msg.Tag = 0
+	}
+	mt, ok := m.MatchPosted(msg)
+	if ok {
+		ri := mt.Op
+		if !mt.Multi { // the matcher does not know a plain receive's size
+			mt.Len = min(ep.rx[ri].size, msg.Len)
+		}
+		if mt.Released {
+			ep.nrx--
+		}
+		if eager == nil {
+			ep.startFetch(ri, p, hdr, src, cookie, mt)
+		} else {
+			ep.copyIn(ri, mt.Offset, eager[:mt.Len])
+			ep.completeRx(ri, hdr, src, mt.Offset, mt.Len, int(hdr.Len)-mt.Len, mt.Multi, mt.Released)
+		}
+		if mt.Released && ep.rx[ri].fetches == 0 {
+			ep.rxPut(ri)
+		}
+		return true
+	}
+	// Unexpected: keep the header, and the payload when it came eagerly.
+	var buf []byte
+	if eager != nil {
+		if ep.uxUsed+len(eager) > ep.cfg.UnexpectedBytes && ep.uxUsed > 0 {
+			return false // back-pressure: the transport stops reading this peer
+		}
+		buf = ep.pool.get(len(eager))
+		copy(buf, eager)
+		ep.uxUsed += len(buf)
+	}
+	ui := ep.uxAlloc()
+	ep.ux[ui] = uxMsg{peer: p, hdr: *hdr, src: src, buf: buf, cookie: cookie, rndv: eager == nil}
+	msg.Data = ui
+	m.Enqueue(msg)
+	return true
+}
+
+// SendDone completes a transmit the transport held.
+func (ep *Endpoint) SendDone(op transport.Op, c transport.Code) {
+	if uint64(op)&^tokMask != tokTx {
+		return
+	}
+	i := uint32(uint64(op) & tokMask)
+	if int(i) < len(ep.tx) && ep.tx[i].live {
+		ep.txComplete(i, Code(c))
+	}
+}
+
+// FetchDone completes a rendezvous receive.
+func (ep *Endpoint) FetchDone(op transport.Op, n int, c transport.Code) {
+	if uint64(op)&^tokMask != tokFetch {
+		return
+	}
+	i := uint32(uint64(op) & tokMask)
+	if int(i) < len(ep.fx) && ep.fx[i].live {
+		ep.fetchDone(i, n, Code(c), true)
+	}
+}
+
+// PeerDown forgets cached routes to a failed peer; the transport has
+// already failed the operations it held for it.
+func (ep *Endpoint) PeerDown(p transport.Peer, c transport.Code) {
+	for a, v := range ep.peerOf {
+		if v == int64(p)+1 {
+			ep.peerOf[a] = 0
+		}
+	}
+}
+
+func (ep *Endpoint) uxAlloc() uint32 {
+	if n := len(ep.uxFree); n > 0 {
+		i := ep.uxFree[n-1]
+		ep.uxFree = ep.uxFree[:n-1]
+		return i
+	}
+	ep.ux = append(ep.ux, uxMsg{})
+	return uint32(len(ep.ux) - 1)
+}
+
+func (ep *Endpoint) uxPut(i uint32) {
+	ep.ux[i] = uxMsg{}
+	ep.uxFree = append(ep.uxFree, i)
+}
+
+// dropUx releases an unexpected message's data unread.
+func (ep *Endpoint) dropUx(i uint32) {
+	u := &ep.ux[i]
+	if u.rndv {
+		ep.tr.Discard(u.peer, u.cookie)
+		return
+	}
+	ep.pool.put(u.buf)
+	ep.uxUsed -= len(u.buf)
+	u.buf = nil
+}
+
+// Close fails every posted receive with FI_ECANCELED, drops unexpected
+// messages and closes the transport.
+func (ep *Endpoint) Close() Code {
+	ep.ser.Lock()
+	defer ep.ser.Unlock()
+	if ep.closed {
+		return 0
+	}
+	ep.closed = true
+	for _, m := range [2]*match.Matcher[uint32, uint32]{ep.tags, ep.msgs} {
+		recvs, msgs := m.Drain(nil, nil)
+		for _, r := range recvs {
+			op := &ep.rx[r.Op]
+			if ep.cfg.RxCQ != nil {
+				ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: FlagRecv | kindFlag(op.kind), Err: CodeCanceled, Src: AddrUnknown})
+			}
+		}
+		for _, u := range msgs {
+			ep.dropUx(u.Data)
+		}
+	}
+	if err := ep.tr.Close(); err != nil {
+		return CodeIO
+	}
+	return 0
+}
+
+// Outstanding reports transmits in flight and receives posted, for tests
+// and for Close's busy check.
+func (ep *Endpoint) Outstanding() (tx, rx int) {
+	ep.ser.Lock()
+	defer ep.ser.Unlock()
+	return ep.ntx, ep.nrx
+}
+
+// Waiter returns the transport's waiter for the CQ to sleep on.
+func (ep *Endpoint) Waiter() Waiter { return ep.tr }
+
+// ---------------------------------------------------------------------------
+
+// bufPool keeps payload buffers for unexpected eager messages in
+// power-of-two size classes so steady-state traffic does not allocate.
+type bufPool struct {
+	free [32][][]byte
+}
+
+func class(n int) int {
+	c := 0
+	for 1<<c < n {
+		c++
+	}
+	return c
+}
+
+func (p *bufPool) get(n int) []byte {
+	c := class(n)
+	if l := len(p.free[c]); l > 0 {
+		b := p.free[c][l-1]
+		p.free[c] = p.free[c][:l-1]
+		return b[:n]
+	}
+	return make([]byte, n, 1<<c)
+}
+
+func (p *bufPool) put(b []byte) {
+	if cap(b) == 0 {
+		return
+	}
+	c := class(cap(b))
+	if len(p.free[c]) < 64 {
+		p.free[c] = append(p.free[c], b[:0])
+	}
+}

@@ -1,0 +1,375 @@
+package engine
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+const (
+	addrA, addrB = 0, 1
+	anySrc       = ^uint64(0)
+)
+
+type pair struct {
+	h      *hub
+	a, b   *Endpoint
+	ca, cb *CQ
+}
+
+func newPair(t *testing.T, maxEager int, mod func(*Config)) *pair {
+	t.Helper()
+	h := newHub(maxEager)
+	bk := &book{names: []string{"A", "B"}}
+	mk := func(name string) (*Endpoint, *CQ) {
+		cq := NewCQ(64, nil)
+		cfg := Config{Transport: h.newPipe(name), Addrs: bk, TxCQ: cq, RxCQ: cq, Source: true}
+		if mod != nil {
+			mod(&cfg)
+		}
+		ep, c := NewEndpoint(cfg)
+		if c != 0 {
+			t.Fatalf("NewEndpoint: %v", c)
+		}
+		cq.Bind(ep, ep.Waiter())
+		return ep, cq
+	}
+	p := &pair{h: h}
+	p.a, p.ca = mk("A")
+	p.b, p.cb = mk("B")
+	return p
+}
+
+// drain reads every completion (success and error) now available.
+func drain(cq *CQ) (ok []Entry, errs []Entry) {
+	var buf [16]Entry
+	for range 100 {
+		n, c := cq.Read(buf[:])
+		ok = append(ok, buf[:n]...)
+		switch c {
+		case CodeAvail:
+			e, _ := cq.ReadErr()
+			errs = append(errs, e)
+		case CodeAgain:
+			return
+		}
+	}
+	return
+}
+
+func send(ep *Endpoint, dest uint64, kind transport.Kind, tag uint64, p []byte, ctx any) Code {
+	return ep.Send(&SendArgs{IOV: [][]byte{p}, Dest: dest, Kind: kind, Tag: tag, Ctx: ctx})
+}
+
+func recv(ep *Endpoint, src uint64, kind transport.Kind, tag, ignore uint64, buf []byte, ctx any) Code {
+	return ep.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: src, Kind: kind, Tag: tag, Ignore: ignore, Ctx: ctx})
+}
+
+func TestEndpoint_DeliveryPostedOrUnexpected(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		kind      transport.Kind
+		size      int
+		postFirst bool
+		async     bool
+	}{
+		{"msg eager posted", transport.KindMsg, 8, true, false},
+		{"msg eager unexpected", transport.KindMsg, 8, false, false},
+		{"tagged eager posted", transport.KindTagged, 100, true, false},
+		{"tagged eager unexpected", transport.KindTagged, 100, false, false},
+		{"tagged rendezvous posted", transport.KindTagged, 5000, true, false},
+		{"tagged rendezvous unexpected", transport.KindTagged, 5000, false, false},
+		{"msg rendezvous async fetch", transport.KindMsg, 5000, true, true},
+		{"zero bytes", transport.KindTagged, 0, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newPair(t, 1024, nil)
+			p.h.async = tc.async
+			payload := bytes.Repeat([]byte{0xa5}, tc.size)
+			for i := range payload {
+				payload[i] = byte(i * 7)
+			}
+			buf := make([]byte, tc.size+10)
+			if tc.postFirst {
+				if c := recv(p.b, anySrc, tc.kind, 9, 0, buf, "rx"); c != 0 {
+					t.Fatal(c)
+				}
+			}
+			if c := send(p.a, addrB, tc.kind, 9, payload, "tx"); c != 0 {
+				t.Fatal(c)
+			}
+			rx, errs := drain(p.cb) // progress B: message arrives
+			if !tc.postFirst {
+				if c := recv(p.b, anySrc, tc.kind, 9, 0, buf, "rx"); c != 0 {
+					t.Fatal(c)
+				}
+			}
+			rx2, errs2 := drain(p.cb)
+			rx, errs = append(rx, rx2...), append(errs, errs2...)
+			if len(errs) != 0 || len(rx) != 1 {
+				t.Fatalf("receiver completions %+v errors %+v", rx, errs)
+			}
+			e := rx[0]
+			if e.Context != "rx" || e.Len != tc.size || !bytes.Equal(buf[:tc.size], payload) {
+				t.Fatalf("completion %+v, data ok=%v", e, bytes.Equal(buf[:tc.size], payload))
+			}
+			if e.Src != addrA {
+				t.Fatalf("Src = %d, want sender's fi_addr %d", e.Src, addrA)
+			}
+			wantFlags := FlagRecv | kindFlag(tc.kind)
+			if e.Flags != wantFlags {
+				t.Fatalf("flags %#x want %#x", e.Flags, wantFlags)
+			}
+			if tc.kind == transport.KindTagged && e.Tag != 9 {
+				t.Fatalf("tag %d", e.Tag)
+			}
+			tx, _ := drain(p.ca)
+			if len(tx) != 1 || tx[0].Context != "tx" || tx[0].Flags != FlagSend|kindFlag(tc.kind) {
+				t.Fatalf("sender completions %+v", tx)
+			}
+			if ntx, nrx := p.b.Outstanding(); ntx != 0 || nrx != 0 {
+				t.Fatalf("outstanding after delivery: tx %d rx %d", ntx, nrx)
+			}
+		})
+	}
+}
+
+func TestEndpoint_TruncationReportsOverflow(t *testing.T) {
+	for _, size := range []int{100, 5000} {
+		p := newPair(t, 1024, nil)
+		buf := make([]byte, 40)
+		recv(p.b, anySrc, transport.KindMsg, 0, 0, buf, "rx")
+		send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{1}, size), nil)
+		ok, errs := drain(p.cb)
+		if len(ok) != 0 || len(errs) != 1 {
+			t.Fatalf("size %d: completions %+v errors %+v", size, ok, errs)
+		}
+		if e := errs[0]; e.Err != CodeTrunc || e.OLen != size-40 || e.Len != 40 || e.Context != "rx" {
+			t.Fatalf("size %d: error entry %+v, want ETRUNC with OLen %d", size, e, size-40)
+		}
+		if !bytes.Equal(buf, bytes.Repeat([]byte{1}, 40)) {
+			t.Fatal("the part that fits was not delivered")
+		}
+	}
+}
+
+func TestEndpoint_TagMatchingWithIgnoreAndOrder(t *testing.T) {
+	p := newPair(t, 1024, nil)
+	b1, b2, b3 := make([]byte, 8), make([]byte, 8), make([]byte, 8)
+	recv(p.b, anySrc, transport.KindTagged, 0x100, 0xff, b1, "wild") // matches 0x1xx
+	recv(p.b, anySrc, transport.KindTagged, 0x105, 0, b2, "exact")
+	recv(p.b, anySrc, transport.KindTagged, 0x200, 0, b3, "other")
+	send(p.a, addrB, transport.KindTagged, 0x105, []byte("first"), nil)
+	send(p.a, addrB, transport.KindTagged, 0x105, []byte("second"), nil)
+	ok, _ := drain(p.cb)
+	if len(ok) != 2 || ok[0].Context != "wild" || ok[1].Context != "exact" {
+		t.Fatalf("want the earlier-posted wildcard first, then the exact receive: %+v", ok)
+	}
+	if string(b1[:5]) != "first" || string(b2[:6]) != "second" {
+		t.Fatalf("data %q %q", b1, b2)
+	}
+}
+
+func TestEndpoint_DirectedRecvHonoursSource(t *testing.T) {
+	p := newPair(t, 1024, func(c *Config) { c.DirectedRecv = true })
+	buf := make([]byte, 8)
+	recv(p.b, addrB, transport.KindMsg, 0, 0, buf, "from-self-only") // B itself, not A
+	send(p.a, addrB, transport.KindMsg, 0, []byte("x"), nil)
+	if ok, _ := drain(p.cb); len(ok) != 0 {
+		t.Fatalf("a receive for another source took the message: %+v", ok)
+	}
+	recv(p.b, addrA, transport.KindMsg, 0, 0, buf, "from-A")
+	if ok, _ := drain(p.cb); len(ok) != 1 || ok[0].Context != "from-A" {
+		t.Fatalf("directed receive from A: %+v", ok)
+	}
+}
+
+func TestEndpoint_SourceOffReportsUnknown(t *testing.T) {
+	p := newPair(t, 1024, func(c *Config) { c.Source = false })
+	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), nil)
+	send(p.a, addrB, transport.KindMsg, 0, []byte("x"), nil)
+	if ok, _ := drain(p.cb); len(ok) != 1 || ok[0].Src != AddrUnknown {
+		t.Fatalf("Src without FI_SOURCE: %+v", ok)
+	}
+}
+
+func TestEndpoint_RemoteCQData(t *testing.T) {
+	p := newPair(t, 1024, nil)
+	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), nil)
+	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("x")}, Dest: addrB, Kind: transport.KindMsg, Data: 0xfeed, Flags: FlagRemoteCQData})
+	ok, _ := drain(p.cb)
+	if len(ok) != 1 || ok[0].Data != 0xfeed || ok[0].Flags&FlagRemoteCQData == 0 {
+		t.Fatalf("remote CQ data: %+v", ok)
+	}
+}
+
+func TestEndpoint_MultiRecvPacksAndReleases(t *testing.T) {
+	p := newPair(t, 1024, func(c *Config) { c.MinMultiRecv = 16 })
+	buf := make([]byte, 64)
+	// Two messages arrive before the buffer is posted, two after.
+	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'a'}, 20), nil)
+	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'b'}, 20), nil)
+	drain(p.cb)
+	if c := p.b.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: anySrc, Kind: transport.KindMsg, Flags: FlagMultiRecv, Ctx: "multi"}); c != 0 {
+		t.Fatal(c)
+	}
+	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'c'}, 10), nil)
+	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'d'}, 10), nil) // would leave 4 < 16
+	ok, errs := drain(p.cb)
+	if len(errs) != 0 || len(ok) != 3 {
+		t.Fatalf("completions %+v errors %+v", ok, errs)
+	}
+	if string(buf[:50]) != string(bytes.Repeat([]byte{'a'}, 20))+string(bytes.Repeat([]byte{'b'}, 20))+string(bytes.Repeat([]byte{'c'}, 10)) {
+		t.Fatalf("buffer %q", buf)
+	}
+	if ok[2].Flags&FlagMultiRecv == 0 || ok[0].Flags&FlagMultiRecv != 0 {
+		t.Fatalf("FI_MULTI_RECV must mark only the completion that released the buffer: %+v", ok)
+	}
+	if &ok[1].Buf[0] != &buf[20] {
+		t.Fatal("completion Buf does not point at where the message landed")
+	}
+	// The fourth message waits for a new buffer.
+	b2 := make([]byte, 10)
+	recv(p.b, anySrc, transport.KindMsg, 0, 0, b2, "plain")
+	if ok, _ = drain(p.cb); len(ok) != 1 || string(b2) != "dddddddddd" {
+		t.Fatalf("message after release: %+v %q", ok, b2)
+	}
+}
+
+func TestEndpoint_PeekClaimDiscard(t *testing.T) {
+	p := newPair(t, 1024, nil)
+	tr := func(flags uint64, tag uint64, buf []byte, ctx any) Code {
+		return p.b.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: anySrc, Kind: transport.KindTagged, Tag: tag, Flags: flags, Ctx: ctx})
+	}
+	// Peek with nothing there: FI_ENOMSG error completion.
+	tr(FlagPeek, 1, nil, "peek0")
+	if _, errs := drain(p.cb); len(errs) != 1 || errs[0].Err != CodeNoMsg {
+		t.Fatalf("peek on empty queue: %+v", errs)
+	}
+	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("one")}, Dest: addrB, Kind: transport.KindTagged, Tag: 1, Data: 5, Flags: FlagRemoteCQData})
+	send(p.a, addrB, transport.KindTagged, 2, []byte("two"), nil)
+	drain(p.cb)
+	tr(FlagPeek, 1, nil, "peek1")
+	ok, _ := drain(p.cb)
+	if len(ok) != 1 || ok[0].Len != 3 || ok[0].Tag != 1 || ok[0].Data != 5 {
+		t.Fatalf("peek: %+v", ok)
+	}
+	// Peek|Claim sets it aside: a plain receive no longer sees it.
+	claimCtx := new(int)
+	tr(FlagPeek|FlagClaim, 1, nil, claimCtx)
+	drain(p.cb)
+	tr(FlagPeek, 1, nil, "peek2")
+	if _, errs := drain(p.cb); len(errs) != 1 || errs[0].Err != CodeNoMsg {
+		t.Fatalf("claimed message still visible to peek: %+v", errs)
+	}
+	buf := make([]byte, 8)
+	if c := tr(FlagClaim, 1, buf, claimCtx); c != 0 {
+		t.Fatal(c)
+	}
+	if ok, _ = drain(p.cb); len(ok) != 1 || string(buf[:3]) != "one" {
+		t.Fatalf("claim: %+v %q", ok, buf)
+	}
+	// Peek|Discard drops message two.
+	tr(FlagPeek|FlagDiscard, 2, nil, "pd")
+	if ok, _ = drain(p.cb); len(ok) != 1 {
+		t.Fatalf("peek|discard completion: %+v", ok)
+	}
+	tr(FlagPeek, 2, nil, "after")
+	if _, errs := drain(p.cb); len(errs) != 1 || errs[0].Err != CodeNoMsg {
+		t.Fatal("discarded message still there")
+	}
+}
+
+func TestEndpoint_CancelCompletesWithECANCELED(t *testing.T) {
+	p := newPair(t, 1024, nil)
+	ctx := new(int)
+	recv(p.b, anySrc, transport.KindTagged, 3, 0, make([]byte, 4), ctx)
+	if c := p.b.Cancel(ctx); c != 0 {
+		t.Fatal(c)
+	}
+	_, errs := drain(p.cb)
+	if len(errs) != 1 || errs[0].Err != CodeCanceled || errs[0].Context != ctx {
+		t.Fatalf("cancel: %+v", errs)
+	}
+	if c := p.b.Cancel(ctx); c != CodeNoMsg {
+		t.Fatalf("second cancel = %v, want CodeNoMsg", c)
+	}
+	send(p.a, addrB, transport.KindTagged, 3, []byte("x"), nil)
+	if ok, _ := drain(p.cb); len(ok) != 0 {
+		t.Fatal("a canceled receive still matched")
+	}
+}
+
+func TestEndpoint_SelectiveCompletion(t *testing.T) {
+	p := newPair(t, 1024, func(c *Config) { c.TxSelective, c.RxSelective = true, true })
+	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), "quiet")
+	p.b.Recv(&RecvArgs{IOV: [][]byte{make([]byte, 4)}, Src: anySrc, Kind: transport.KindMsg, Flags: FlagCompletion, Ctx: "loud"})
+	send(p.a, addrB, transport.KindMsg, 0, []byte("1"), "quiet-tx")
+	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("2")}, Dest: addrB, Kind: transport.KindMsg, Flags: FlagCompletion, Ctx: "loud-tx"})
+	rx, _ := drain(p.cb)
+	tx, _ := drain(p.ca)
+	if len(rx) != 1 || rx[0].Context != "loud" || len(tx) != 1 || tx[0].Context != "loud-tx" {
+		t.Fatalf("only FI_COMPLETION operations report: rx %+v tx %+v", rx, tx)
+	}
+}
+
+func TestEndpoint_UnexpectedBackPressureLosesNothing(t *testing.T) {
+	p := newPair(t, 1024, func(c *Config) { c.UnexpectedBytes = 256 })
+	const n = 50
+	for i := range n {
+		if c := send(p.a, addrB, transport.KindTagged, uint64(i), bytes.Repeat([]byte{byte(i)}, 100), nil); c != 0 {
+			t.Fatal(c)
+		}
+	}
+	drain(p.cb)
+	if got := p.b.msgs.Unexpected() + p.b.tags.Unexpected(); got >= n {
+		t.Fatalf("%d messages buffered despite a 256-byte cap", got)
+	}
+	for i := range n {
+		buf := make([]byte, 100)
+		recv(p.b, anySrc, transport.KindTagged, uint64(i), 0, buf, i)
+		ok, _ := drain(p.cb)
+		if len(ok) != 1 || ok[0].Context != i || buf[0] != byte(i) {
+			t.Fatalf("message %d: %+v", i, ok)
+		}
+	}
+}
+
+func TestEndpoint_QueueLimitsAndBadInput(t *testing.T) {
+	p := newPair(t, 16, func(c *Config) { c.TxSize, c.RxSize = 2, 2 })
+	big := make([]byte, 100) // rendezvous: held until fetched
+	if send(p.a, addrB, transport.KindMsg, 0, big, nil) != 0 || send(p.a, addrB, transport.KindMsg, 0, big, nil) != 0 {
+		t.Fatal("sends within tx size failed")
+	}
+	if c := send(p.a, addrB, transport.KindMsg, 0, big, nil); c != CodeAgain {
+		t.Fatalf("third outstanding send = %v, want CodeAgain", c)
+	}
+	recv(p.b, anySrc, transport.KindTagged, 1, 0, nil, nil)
+	recv(p.b, anySrc, transport.KindTagged, 1, 0, nil, nil)
+	if c := recv(p.b, anySrc, transport.KindTagged, 1, 0, nil, nil); c != CodeAgain {
+		t.Fatalf("third posted receive = %v, want CodeAgain", c)
+	}
+	if c := send(p.a, 7, transport.KindMsg, 0, []byte("x"), nil); c != CodeAddrNotAvail {
+		t.Fatalf("send to unknown fi_addr = %v, want CodeAddrNotAvail", c)
+	}
+	if c := p.a.Send(&SendArgs{IOV: [][]byte{big}, Dest: addrB, Flags: FlagInject}); c != CodeMsgSize {
+		t.Fatalf("inject above the eager size = %v, want CodeMsgSize", c)
+	}
+}
+
+func TestEndpoint_CloseCancelsPostedReceives(t *testing.T) {
+	p := newPair(t, 1024, nil)
+	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), "pending")
+	p.b.Close()
+	var buf [4]Entry
+	if _, c := p.cb.Read(buf[:]); c != CodeAvail {
+		t.Fatalf("Read after Close = %v, want CodeAvail", c)
+	}
+	if e, _ := p.cb.ReadErr(); e.Err != CodeCanceled || e.Context != "pending" {
+		t.Fatalf("close: %+v", e)
+	}
+	if c := recv(p.b, anySrc, transport.KindMsg, 0, 0, nil, nil); c != CodeInval {
+		t.Fatalf("Recv after Close = %v", c)
+	}
+}

@@ -1,0 +1,148 @@
+// Package transport is the contract between gofi's provider-neutral engine
+// and the byte movers beneath it (package shm, package net). It holds only
+// types: the engine implements Sink and drives Transport; each provider
+// implements Transport. Nothing here imports another gofi package, so the
+// dependency direction stays engine -> {shm, net} -> transport.
+//
+// It carries no compatibility promise: only the root package fi is public.
+package transport
+
+import "time"
+
+// Kind says which queue an inbound message matches against.
+type Kind uint8
+
+const (
+	KindMsg    Kind = 1 // fi_msg: untagged
+	KindTagged Kind = 2 // fi_tagged
+)
+
+// Header flag bits.
+const (
+	FlagRemoteData uint8 = 1 << 0 // Data is valid (FI_REMOTE_CQ_DATA)
+)
+
+// Header describes one message. Transports carry it to the peer unchanged.
+type Header struct {
+	Kind  Kind
+	Flags uint8
+	Group uint32 // peer group id (fi_av(3) PEER GROUPS); 0 when unused
+	Tag   uint64
+	Data  uint64
+	Len   uint64 // total payload length in bytes
+}
+
+// Peer indexes a transport's table of peers. Indices are dense from 0 and
+// stay valid until the transport is closed; a peer that restarts keeps its
+// index (its address is the same) while its connection is replaced.
+type Peer uint32
+
+// Op is an opaque operation token chosen by the engine and handed back in
+// completion callbacks. Transports store it and never interpret it.
+type Op uint64
+
+// Code is a libfabric errno value (positive); 0 is success. Transports
+// report failures with the numbers of rdma/fi_errno.h: 11 EAGAIN,
+// 104 ECONNRESET, 111 ECONNREFUSED, 110 ETIMEDOUT, 5 EIO, 22 EINVAL ...
+type Code int32
+
+// Well-known codes, numbered as in rdma/fi_errno.h.
+const (
+	OK          Code = 0
+	EIO         Code = 5
+	EAgain      Code = 11
+	EInval      Code = 22
+	EMsgSize    Code = 90
+	EConnReset  Code = 104
+	ENotConn    Code = 107
+	ETimedOut   Code = 110
+	EConnRefuse Code = 111
+	EHostUnrch  Code = 113
+	ECanceled   Code = 125
+	ETrunc      Code = 265
+)
+
+// Sink receives what a transport's Poll delivers. The engine implements it.
+// Every method is called only from inside Transport.Poll, on the goroutine
+// that called Poll.
+type Sink interface {
+	// Arrive announces a message from peer. When the whole payload is
+	// present, eager holds it (len(eager) == hdr.Len) and is valid only
+	// during the call: the engine copies it out. Otherwise eager is nil and
+	// cookie names the payload, which the engine later pulls with
+	// Transport.Fetch (rendezvous / single copy).
+	//
+	// Arrive returns false when the engine cannot take the message now (its
+	// completion queue or unexpected-message buffer is full). The transport
+	// must then stop consuming this peer's inbound stream and deliver the
+	// same message again on a later Poll: nothing is dropped, and flow
+	// control pushes back on the sender.
+	Arrive(peer Peer, hdr *Header, eager []byte, cookie uint64) bool
+
+	// SendDone completes a Send that returned done == false.
+	SendDone(op Op, c Code)
+
+	// FetchDone completes a Fetch that returned done == false; n bytes
+	// were written into the destination.
+	FetchDone(op Op, n int, c Code)
+
+	// PeerDown reports that a peer died, reset or could not be reached:
+	// every operation the transport still held for it has already been
+	// completed with an error through SendDone / FetchDone. Messages
+	// announced earlier but never fetched fail on Fetch.
+	PeerDown(peer Peer, c Code)
+}
+
+// Transport moves messages between this endpoint and its peers. Unless a
+// method says otherwise, calls are serialised by the engine (one goroutine
+// at a time), so implementations need no locks on these paths.
+type Transport interface {
+	// Name returns this endpoint's address in the provider's format (what
+	// fi_getname reports and peers insert into their AVs).
+	Name() []byte
+
+	// Resolve maps a peer address to its Peer index, creating the entry on
+	// first use. It must not block on the network: connections are made
+	// lazily and their failure is reported through SendDone / PeerDown.
+	Resolve(addr []byte) (Peer, Code)
+
+	// PeerAddr returns the address a peer announced (its Name), so the
+	// engine can find it in the address vector for FI_SOURCE.
+	PeerAddr(p Peer) []byte
+
+	// MaxEager is the largest payload Send may copy and complete at once.
+	MaxEager() int
+
+	// Send starts a message. iov is the payload, sum of lengths == hdr.Len.
+	// When done is true the payload has been copied (or fully handed over)
+	// and the operation is complete; the engine may reuse the buffers. When
+	// done is false the transport keeps the buffers until it calls
+	// Sink.SendDone(op, ...). EAgain means "no room now, nothing was sent":
+	// the caller progresses and retries.
+	Send(p Peer, hdr *Header, iov [][]byte, op Op) (done bool, c Code)
+
+	// Fetch pulls the payload of a message announced with cookie into dst
+	// (at most sum of len(dst) bytes; the message may be truncated, and the
+	// transport still tells the sender it was consumed). done is true when
+	// it finished synchronously, with n bytes written; otherwise
+	// Sink.FetchDone(op, n, c) follows.
+	Fetch(p Peer, cookie uint64, dst [][]byte, op Op) (done bool, n int, c Code)
+
+	// Discard tells the sender a rendezvous message was dropped unread
+	// (FI_DISCARD, or a truncated zero-length receive).
+	Discard(p Peer, cookie uint64)
+
+	// Poll delivers inbound work to sink and reports whether it did any.
+	Poll(sink Sink) bool
+
+	// Wait sleeps until inbound work may be there, Wake is called, or the
+	// timeout passes; spurious returns are allowed. Wait and Wake are safe
+	// to call from any goroutine.
+	Wait(timeout time.Duration)
+	Wake()
+
+	// Close releases the transport; operations still held fail with
+	// ECanceled through the sink given to the last Poll, or are dropped
+	// if Close is called after the engine stopped polling.
+	Close() error
+}
