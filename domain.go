@@ -2,6 +2,8 @@ package fi
 
 import (
 	"fmt"
+
+	"github.com/gofi-dev/fi/engine"
 	"strings"
 	"sync"
 )
@@ -17,6 +19,8 @@ type Domain struct {
 	mu       sync.Mutex
 	children [numChildKinds]int // open children by kind
 	closed   bool
+
+	ser *engine.Serial // serialises the data path when ThreadSafe
 }
 
 // childKind names the kinds of objects a domain counts.
@@ -61,7 +65,7 @@ func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
 		f.dropDomain()
 		return nil, err
 	}
-	d := &Domain{fabric: f, pd: pd, info: own}
+	d := &Domain{fabric: f, pd: pd, info: own, ser: engine.NewSerial(own.DomainAttr.Threading == ThreadSafe)}
 	own.DomainAttr.Domain = d
 	return d, nil
 }
@@ -123,3 +127,7 @@ func (d *Domain) dropChild(kind childKind) {
 	d.children[kind]--
 	d.mu.Unlock()
 }
+
+// serial returns the domain's data-path serialisation (a mutex in
+// ThreadSafe domains, nothing otherwise), shared by its CQs and endpoints.
+func (d *Domain) serial() *engine.Serial { return d.ser }
