@@ -73,10 +73,10 @@ type Endpoint struct {
 	msgs *match.Matcher[uint32, uint32] // untagged queue: rx op, ux index
 	tags *match.Matcher[uint32, uint32] // tagged queue
 
-	rx     []rxOp
+	rx     []*rxOp // stable addresses: transports hold slices into them
 	rxFree []uint32
 	nrx    int // posted receives (non-multi and multi)
-	tx     []txOp
+	tx     []*txOp
 	txFree []uint32
 	ntx    int
 	ux     []uxMsg
@@ -97,8 +97,9 @@ type Endpoint struct {
 
 type rxOp struct {
 	ctx     any
-	iov     [][]byte
+	iov     [][]byte // one[:] or iovs: the engine's own copy of the caller's
 	one     [1][]byte
+	iovs    [][]byte
 	kind    transport.Kind
 	flags   uint64 // op flags (FlagCompletion, FlagMultiRecv)
 	size    int
@@ -108,10 +109,25 @@ type rxOp struct {
 
 type txOp struct {
 	ctx   any
+	iov   [][]byte // one[:] or iovs: the engine's own copy of the caller's
+	one   [1][]byte
+	iovs  [][]byte
 	kind  transport.Kind
 	flags uint64
 	n     int
 	live  bool
+}
+
+// setIOV copies the caller's iov headers into storage the engine owns, so
+// the caller's [][]byte never escapes (a stack array works) and the
+// transport may hold the copy until the operation completes.
+func setIOV(one *[1][]byte, iovs *[][]byte, src [][]byte) [][]byte {
+	if len(src) == 1 {
+		one[0] = src[0]
+		return one[:]
+	}
+	*iovs = append((*iovs)[:0], src...)
+	return *iovs
 }
 
 // uxMsg is an unexpected message: its header and either its eager payload
@@ -253,9 +269,10 @@ func (ep *Endpoint) Send(a *SendArgs) Code {
 		hdr.Data = a.Data
 	}
 	idx := ep.txAlloc()
-	op := &ep.tx[idx]
-	*op = txOp{ctx: a.Ctx, kind: a.Kind, flags: a.Flags, n: n, live: true}
-	done, tc := ep.tr.Send(peer, &hdr, a.IOV, transport.Op(tokTx|uint64(idx)))
+	op := ep.tx[idx]
+	op.ctx, op.kind, op.flags, op.n, op.live = a.Ctx, a.Kind, a.Flags, n, true
+	op.iov = setIOV(&op.one, &op.iovs, a.IOV)
+	done, tc := ep.tr.Send(peer, &hdr, op.iov, transport.Op(tokTx|uint64(idx)))
 	if tc != 0 {
 		ep.txPut(idx)
 		if tc == transport.EAgain {
@@ -282,19 +299,21 @@ func (ep *Endpoint) txAlloc() uint32 {
 		ep.txFree = ep.txFree[:n-1]
 		return i
 	}
-	ep.tx = append(ep.tx, txOp{})
+	ep.tx = append(ep.tx, &txOp{})
 	return uint32(len(ep.tx) - 1)
 }
 
 func (ep *Endpoint) txPut(i uint32) {
-	ep.tx[i] = txOp{}
+	op := ep.tx[i]
+	clear(op.iovs)
+	*op = txOp{iovs: op.iovs[:0]}
 	ep.txFree = append(ep.txFree, i)
 	ep.ntx--
 }
 
 // txComplete reports a finished transmit and frees its slot.
 func (ep *Endpoint) txComplete(i uint32, c Code) {
-	op := &ep.tx[i]
+	op := ep.tx[i]
 	if op.flags&FlagInject == 0 && ep.cfg.TxCQ != nil {
 		if c != 0 {
 			ep.cfg.TxCQ.Push(&Entry{Context: op.ctx, Flags: FlagSend | kindFlag(op.kind), Err: c, Src: AddrUnknown})
@@ -450,17 +469,12 @@ func (ep *Endpoint) newRx(a *RecvArgs) uint32 {
 		i = ep.rxFree[n-1]
 		ep.rxFree = ep.rxFree[:n-1]
 	} else {
-		ep.rx = append(ep.rx, rxOp{})
+		ep.rx = append(ep.rx, &rxOp{})
 		i = uint32(len(ep.rx) - 1)
 	}
-	op := &ep.rx[i]
-	*op = rxOp{ctx: a.Ctx, kind: a.Kind, flags: a.Flags, live: true}
-	if len(a.IOV) == 1 {
-		op.one[0] = a.IOV[0]
-		op.iov = op.one[:]
-	} else {
-		op.iov = a.IOV
-	}
+	op := ep.rx[i]
+	op.ctx, op.kind, op.flags, op.live = a.Ctx, a.Kind, a.Flags, true
+	op.iov = setIOV(&op.one, &op.iovs, a.IOV)
 	for _, b := range a.IOV {
 		op.size += len(b)
 	}
@@ -468,7 +482,9 @@ func (ep *Endpoint) newRx(a *RecvArgs) uint32 {
 }
 
 func (ep *Endpoint) rxPut(i uint32) {
-	ep.rx[i] = rxOp{}
+	op := ep.rx[i]
+	clear(op.iovs)
+	*op = rxOp{iovs: op.iovs[:0]}
 	ep.rxFree = append(ep.rxFree, i)
 }
 
@@ -584,7 +600,7 @@ func (ep *Endpoint) window(ri uint32, off, n int) [][]byte {
 
 // completeRx pushes a receive completion: n bytes at off, olen bytes lost.
 func (ep *Endpoint) completeRx(ri uint32, hdr *transport.Header, src uint64, off, n, olen int, multi, released bool) {
-	op := &ep.rx[ri]
+	op := ep.rx[ri]
 	flags := FlagRecv | kindFlag(op.kind)
 	if hdr.Flags&transport.FlagRemoteData != 0 {
 		flags |= FlagRemoteCQData
@@ -639,7 +655,7 @@ func (ep *Endpoint) fetchDone(fi uint32, n int, c Code, freeRx bool) {
 	ep.fxFree = append(ep.fxFree, fi)
 	ep.rx[f.rx].fetches--
 	if c != 0 {
-		op := &ep.rx[f.rx]
+		op := ep.rx[f.rx]
 		if ep.cfg.RxCQ != nil {
 			ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: FlagRecv | kindFlag(op.kind), Err: c, Tag: f.hdr.Tag, Src: ep.srcField(f.src)})
 		}
@@ -664,7 +680,7 @@ func (ep *Endpoint) Cancel(ctx any) Code {
 		if !ok {
 			continue
 		}
-		op := &ep.rx[mt.Op]
+		op := ep.rx[mt.Op]
 		flags := FlagRecv | kindFlag(op.kind)
 		if mt.Multi {
 			flags |= FlagMultiRecv
@@ -800,7 +816,7 @@ func (ep *Endpoint) Close() Code {
 	for _, m := range [2]*match.Matcher[uint32, uint32]{ep.tags, ep.msgs} {
 		recvs, msgs := m.Drain(nil, nil)
 		for _, r := range recvs {
-			op := &ep.rx[r.Op]
+			op := ep.rx[r.Op]
 			if ep.cfg.RxCQ != nil {
 				ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: FlagRecv | kindFlag(op.kind), Err: CodeCanceled, Src: AddrUnknown})
 			}

@@ -113,7 +113,9 @@ type Transport interface {
 	// MaxEager is the largest payload Send may copy and complete at once.
 	MaxEager() int
 
-	// Send starts a message. iov is the payload, sum of lengths == hdr.Len.
+	// Send starts a message. iov is the payload, sum of lengths == hdr.Len;
+	// the engine owns iov itself and keeps it unchanged until the
+	// operation completes, so the transport may hold it.
 	// When done is true the payload has been copied (or fully handed over)
 	// and the operation is complete; the engine may reuse the buffers. When
 	// done is false the transport keeps the buffers until it calls
