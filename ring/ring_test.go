@@ -242,9 +242,9 @@ func TestProperty_RandomOpsMatchModel(t *testing.T) {
 			size int // bytes incl. header
 		}
 		var (
-			committed []rec
-			pos, released        int // producer position, released position
-			consumedBytes        int
+			committed     []rec
+			pos, released int // producer position, released position
+			consumedBytes int
 		)
 		var model []rec // published, not consumed
 		ops := 20000
