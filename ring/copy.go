@@ -76,8 +76,15 @@ func makePlan(s Sizing) copyPlan {
 // the count, like copy, choosing the routine for the size (see CopyPlan).
 // It never allocates and is safe for concurrent use.
 func Copy(dst, src []byte) int {
+	if len(src) < plan.segFrom || len(dst) < plan.segFrom {
+		return copy(dst, src) // the common case, inlined into the caller
+	}
+	return copyLarge(dst, src)
+}
+
+func copyLarge(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	if n < plan.segFrom || n > plan.segTo {
+	if n > plan.segTo {
 		return copy(dst, src)
 	}
 	return copySegmented(dst[:n], src[:n], plan.seg)

@@ -92,6 +92,19 @@ func (r *Ring) Corrupt() bool {
 // released enough space, ErrTooLarge when n > MaxPayload (never fits), and
 // ErrCorrupt when the shared head cannot be right.
 func (r *Ring) Reserve(n int) ([]byte, error) {
+	// Fast path (inlined): the record fits before the end of the data
+	// area and within the cached head.
+	pos := r.p.tail
+	off := pos & r.mask
+	need := RecordHeader + align8(uint64(n))
+	if uint(n) <= uint(r.maxPayload) && need <= r.capacity-off && pos+need-r.p.head <= r.capacity && !r.corrupt.Load() {
+		r.p.resv = n
+		return r.data[off+RecordHeader : off+need : off+need][:n:n], nil
+	}
+	return r.reserveSlow(n)
+}
+
+func (r *Ring) reserveSlow(n int) ([]byte, error) {
 	if r.corrupt.Load() {
 		return nil, ErrCorrupt
 	}
@@ -198,6 +211,23 @@ func (r *Ring) Free() int {
 // consumer that stops at ErrEmpty never starves the producer, then returns
 // ErrEmpty. A record header that cannot be right returns ErrCorrupt.
 func (r *Ring) Peek() (typ uint16, payload []byte, err error) {
+	// Fast path (inlined): a data record below the cached tail whose
+	// header is plausible.
+	h := r.c.head
+	if h != r.c.tail && !r.corrupt.Load() {
+		off := h & r.mask
+		w := binary.LittleEndian.Uint64(r.data[off : off+8 : off+8])
+		n := w & 0xffff_ffff
+		size := RecordHeader + align8(n)
+		if w>>48 == kindData && n <= uint64(r.maxPayload) && size <= r.c.tail-h && size <= r.capacity-off {
+			r.c.peek = size
+			return uint16(w >> 32), r.data[off+RecordHeader : off+size : off+size][:n:n], nil
+		}
+	}
+	return r.peekSlow()
+}
+
+func (r *Ring) peekSlow() (typ uint16, payload []byte, err error) {
 	if r.corrupt.Load() {
 		return 0, nil, ErrCorrupt
 	}
