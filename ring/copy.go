@@ -23,11 +23,19 @@ import (
 //   - above L2 the segmented copy lost (1.25 MiB: 76 vs 80 GB/s; 16 MiB:
 //     38 vs 68 GB/s): the runtime's non-temporal stores win, so it is copy.
 //
-// No assembly is kept: non-temporal AVX2/AVX-512 stores below 1 MiB would
-// evict data that the ring's consumer is about to read from the other core
-// (the case the runtime's own threshold already gives up on at 1 MiB), and
-// no benchmark here showed a class where a hand-written routine beats copy,
-// so there is nothing to dispatch to.
+// No assembly is kept, so the noasm build tag changes nothing here. An
+// AVX2 non-temporal copy (VMOVNTDQ, 128 bytes a loop, SFENCE) was written
+// and measured against copy, not committed:
+//
+//   - cache-hot, one core: it lost below 1 MiB (4 KiB 23 vs 152 GB/s,
+//     64 KiB 65 vs 87, 256 KiB 70 vs 90) and won only at 1 MiB (90 vs 80),
+//     where the segmented copy already wins without assembly.
+//   - into a buffer another core then reads (the ring case): it lost or
+//     tied at 128 KiB..1 MiB (e.g. 128 KiB 3.0 vs 7.0 GB/s, 384 KiB 2.5 vs
+//     3.9), as data pushed to memory must come back for the reader.
+//
+// Nothing beat copy below the runtime's own threshold, so every class
+// dispatches to copy, except the segmented one above.
 
 // runtimeNT is the size from which runtime memmove on amd64 uses
 // non-temporal stores (memmove_amd64.s: CMPQ BX, $0x100000).

@@ -308,10 +308,12 @@ func (r *Ring) TryRead(dst []byte) (typ uint16, n int, err error) {
 	return typ, n, nil
 }
 
-// Empty reports whether the consumer has nothing left to read: no record
-// between its read position and the producer's published tail. It is the
-// cheap check a receiver makes before sleeping; a record published after
-// it returns false is seen by the next Peek.
+// Empty reports whether the consumer has nothing left to read: its read
+// position equals the producer's published tail (one atomic load). It is
+// the check a receiver makes before sleeping on a doorbell: if the producer
+// publishes and then rings, a consumer that checks Empty after arming the
+// doorbell cannot miss the record. False can also mean "only a padding
+// record", which the next Peek skips before reporting ErrEmpty.
 func (r *Ring) Empty() bool {
 	if r.c.head != r.c.tail {
 		return false
