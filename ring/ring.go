@@ -99,7 +99,7 @@ func (r *Ring) Reserve(n int) ([]byte, error) {
 	need := RecordHeader + align8(uint64(n))
 	if uint(n) <= uint(r.maxPayload) && need <= r.capacity-off && pos+need-r.p.head <= r.capacity && !r.corrupt.Load() {
 		r.p.resv = n
-		return r.data[off+RecordHeader : off+need : off+need][:n:n], nil
+		return r.data[off+RecordHeader : off+RecordHeader+uint64(n) : off+RecordHeader+uint64(n)], nil
 	}
 	return r.reserveSlow(n)
 }
@@ -221,7 +221,7 @@ func (r *Ring) Peek() (typ uint16, payload []byte, err error) {
 		size := RecordHeader + align8(n)
 		if w>>48 == kindData && n <= uint64(r.maxPayload) && size <= r.c.tail-h && size <= r.capacity-off {
 			r.c.peek = size
-			return uint16(w >> 32), r.data[off+RecordHeader : off+size : off+size][:n:n], nil
+			return uint16(w >> 32), r.data[off+RecordHeader : off+RecordHeader+n : off+RecordHeader+n], nil
 		}
 	}
 	return r.peekSlow()

@@ -29,7 +29,8 @@ const (
 )
 
 // stressRecords is 10 million, also under -race (about 9 s there on two
-// busy cores: the race runtime does not instrument the mapping's memory).
+// idle cores, 28 s at load average 8: the race runtime does not track the
+// mapping's memory, so only the test's own byte loops slow down).
 // -short runs 1 million for quick runs; the protocol exercised is the same.
 func stressRecords() int {
 	if testing.Short() {
