@@ -13,7 +13,15 @@ import (
 // CopyPlan says which routine serves each size class on this machine.
 func BenchmarkCopyPath(b *testing.B) {
 	b.Logf("\n%s", ring.CopyPlan())
-	for _, n := range []int{4 << 10, 64 << 10, 1 << 20, 16 << 20} {
+	for range rounds() {
+		for _, n := range []int{4 << 10, 64 << 10, 1 << 20, 16 << 20} {
+			copyPathSize(b, n)
+		}
+	}
+}
+
+func copyPathSize(b *testing.B, n int) {
+	{
 		src, dst := make([]byte, n), make([]byte, n)
 		for i := range src {
 			src[i] = byte(i)

@@ -46,8 +46,10 @@ const (
 var _ [ppRingCap*2 - (ring.HeaderSize + ppRingCap)]byte
 
 func BenchmarkShmPingPong(b *testing.B) {
-	b.Run("size=8/flag", func(b *testing.B) { pingPong(b, "flag") })
-	b.Run("size=8/ring", func(b *testing.B) { pingPong(b, "ring") })
+	for range rounds() {
+		b.Run("size=8/flag", func(b *testing.B) { pingPong(b, "flag") })
+		b.Run("size=8/ring", func(b *testing.B) { pingPong(b, "ring") })
+	}
 }
 
 func pingPong(b *testing.B, mode string) {

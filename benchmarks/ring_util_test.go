@@ -1,7 +1,9 @@
 package benchmarks
 
 import (
+	"os"
 	"runtime"
+	"strconv"
 	"unsafe"
 )
 
@@ -17,3 +19,15 @@ func backoff(idle *int) {
 }
 
 func yield() { runtime.Gosched() }
+
+// rounds is how many times each benchmark alternates its baseline and the
+// gofi variant inside one run (GOFI_BENCH_ROUNDS, default 1). go test's
+// -count repeats each sub-benchmark back to back, which on this bimodal
+// machine can put the baseline and gofi in different vCPU placements;
+// rounds interleave them: baseline, gofi, baseline, gofi, ...
+func rounds() int {
+	if n, err := strconv.Atoi(os.Getenv("GOFI_BENCH_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
