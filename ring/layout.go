@@ -132,7 +132,11 @@ func New(capacity int) (*Ring, error) {
 	if m := int(uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & uintptr(a-1)); m != 0 {
 		skip = a - m
 	}
-	return Init(buf[skip:skip+size:skip+size], capacity)
+	r, err := Init(buf[skip:skip+size:skip+size], capacity)
+	if err == nil {
+		r.speculate = false
+	}
+	return r, err
 }
 
 // Init lays out a new ring at the start of mem (which must be at least
@@ -140,6 +144,11 @@ func New(capacity int) (*Ring, error) {
 // shared mapping) and returns it. Any previous content is overwritten. The
 // magic is stored last, so a peer attaching concurrently sees either no
 // ring or a complete header.
+//
+// Init and Attach are meant for shared mappings: while polling an empty
+// ring, their consumer reads the next record header before it is published
+// (see Peek). That read is harmless, but on Go memory shared by two
+// goroutines the race detector reports it; use New there.
 func Init(mem []byte, capacity int) (*Ring, error) {
 	if !validCapacity(capacity) {
 		return nil, fmt.Errorf("%w: %d", ErrBadCapacity, capacity)
@@ -219,6 +228,7 @@ func newRing(mem []byte, capacity int, head, tail uint64) *Ring {
 		head:       word64(mem, offHead),
 		corruptW:   word32(mem, offCorrupt),
 	}
+	r.speculate = true
 	r.p.tail, r.p.pub, r.p.head = tail, tail, head
 	r.p.resv = -1
 	r.c.head, r.c.pub, r.c.tail = head, head, tail

@@ -32,6 +32,7 @@ type Ring struct {
 	head       *atomic.Uint64 // shared: consumer-written
 	corruptW   *atomic.Uint32 // shared: corrupt flag
 	corrupt    atomic.Bool    // local copy of the flag, checked on each call
+	speculate  bool           // read the next header while polling (Init/Attach)
 	_          [pad]byte
 
 	// Producer-private.
@@ -233,8 +234,26 @@ func (r *Ring) peekSlow() (typ uint16, payload []byte, err error) {
 	}
 	for {
 		h := r.c.head
+		off := h & r.mask
+		var w uint64
+		read := false
 		if h == r.c.tail {
 			t := r.tail.Load()
+			if r.speculate {
+				// Read the next header now, before knowing whether
+				// it is published, so the CPU fetches the tail's line
+				// and the record's line in parallel rather than one
+				// after the other (half the latency of a ping-pong).
+				// The read follows the tail load in program order,
+				// so when t > h it is the published header; when
+				// t == h it is discarded. Only rings in a shared
+				// mapping do this: there the race detector does not
+				// look, while on Go memory (New) it would rightly
+				// report this deliberate read of a word the producer
+				// may be writing.
+				w = binary.LittleEndian.Uint64(r.data[off : off+8])
+				read = true
+			}
 			if t < r.c.tail || t-r.c.pub > r.capacity || t&7 != 0 {
 				return 0, nil, r.markCorrupt()
 			}
@@ -245,8 +264,9 @@ func (r *Ring) peekSlow() (typ uint16, payload []byte, err error) {
 			}
 		}
 		avail := r.c.tail - h
-		off := h & r.mask
-		w := binary.LittleEndian.Uint64(r.data[off : off+8])
+		if !read {
+			w = binary.LittleEndian.Uint64(r.data[off : off+8])
+		}
 		n := w & 0xffff_ffff
 		size := RecordHeader + align8(n)
 		room := r.capacity - off
