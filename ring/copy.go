@@ -41,7 +41,7 @@ import (
 // non-temporal stores (memmove_amd64.s: CMPQ BX, $0x100000).
 const runtimeNT = 1 << 20
 
-// CopyPath names a copy routine.
+// CopyPath names a copy routine. A plain value, safe for concurrent use.
 type CopyPath uint8
 
 const (
@@ -120,7 +120,8 @@ func overlap(a, b []byte) bool {
 	return pa < pb+uintptr(len(b)) && pb < pa+uintptr(len(a))
 }
 
-// CopyClass is one size class of the copy path.
+// CopyClass is one size class of the copy path. A plain value, safe to
+// share.
 type CopyClass struct {
 	Min, Max int // inclusive byte range; Max == math.MaxInt for "and up"
 	Path     CopyPath

@@ -8,7 +8,7 @@ import (
 
 // Sizing is what the CPU tells the ring and copy path, read once at
 // start-up from cpuid (klauspost/cpuid/v2) with per-arch fallbacks where
-// cpuid reports nothing.
+// cpuid reports nothing. It is a plain value, safe to copy and share.
 type Sizing struct {
 	CacheLine int // bytes per cache line (fallback defaultCacheLine)
 	L2        int // bytes of L2 per core (fallback 512 KiB)

@@ -41,6 +41,28 @@
 //     a private cached copy of the other's index and rereads the shared word
 //     only when the cached one says "full" (producer) or "empty" (consumer).
 //
+// The consumer of a ring in a shared mapping also reads the next record
+// header right after loading the tail while polling, before knowing it is
+// published (see Ring.Peek); this is a read of memory the producer may be
+// writing, discarded unless the tail says the record is there.
+//
 // Batching falls out of this: the producer may Commit several records and
 // Publish once; the consumer may Consume several and Release once.
+//
+// # Use
+//
+// In one process (tcp provider: gnet loop to endpoint): New(capacity).
+// Across processes (shm provider): lay rings out in a mapping at offsets
+// that are multiples of Align (Size(capacity) is itself a multiple of 128,
+// so rings placed back to back stay aligned); the creator calls Init on
+// each, the peer Attach, which validates everything. A receiver with many
+// inbound rings keeps a Bitmap in its own region; producers Set their bit
+// after publishing, the receiver Takes words and drains the rings named.
+//
+// Producer: Reserve(n) -> fill -> Commit(type, n) ... Publish(), or
+// TryWrite(type, p). Consumer: Peek() -> use -> Consume() ... Release(), or
+// TryRead(dst). ErrFull and ErrEmpty are the "try again" answers.
+//
+// The copy path: Copy is copy with a per-size-class dispatch driven by
+// cpuid (CPU, CopyPlan, CopyClasses say what was chosen and why).
 package ring
