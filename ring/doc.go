@@ -43,7 +43,7 @@
 //
 // The consumer of a ring in a shared mapping also reads the next record
 // header right after loading the tail while polling, before knowing it is
-// published (see Ring.Peek); this is a read of memory the producer may be
+// published (see Init); this is a read of memory the producer may be
 // writing, discarded unless the tail says the record is there.
 //
 // Batching falls out of this: the producer may Commit several records and
