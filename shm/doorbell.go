@@ -62,7 +62,11 @@ func NewDoorbell(b []byte, off int) (*Doorbell, error) {
 // what they wait for. Without sleepers it is one shared load. The error is
 // the futex call's (EFAULT when the mapping vanished); waiters then wake by
 // timeout.
+//
+// The caller's publish must be a sync/atomic store or read-modify-write
+// (sequentially consistent), as package ring's are.
 func (d *Doorbell) Ring() error {
+	fence()
 	if d.waiters.Load() == 0 {
 		return nil
 	}

@@ -128,10 +128,18 @@ func (c *child) send(line string) {
 	}
 }
 
-// wait waits for the child to exit and returns its state.
+// wait closes the child's stdin (children exit on EOF), waits for it to
+// exit and returns its state.
 func (c *child) wait() *os.ProcessState {
 	c.t.Helper()
 	_ = c.in.Close()
+	return c.waitExit()
+}
+
+// waitExit waits for the child to exit by itself (or by a signal sent to
+// it) without closing its stdin.
+func (c *child) waitExit() *os.ProcessState {
+	c.t.Helper()
 	err := c.cmd.Wait()
 	c.waited = true
 	if _, ok := err.(*exec.ExitError); err != nil && !ok {

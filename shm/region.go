@@ -41,6 +41,7 @@ type Config struct {
 // valid until Close.
 type Region struct {
 	seg    *Segment
+	mem    []byte
 	layout Layout
 	bell   Doorbell
 	conn   ConnQueue
@@ -105,8 +106,15 @@ func OpenRegion(name string) (*Region, error) {
 }
 
 func newRegion(seg *Segment, l Layout) *Region {
-	b := seg.Bytes()
-	r := &Region{seg: seg, layout: l}
+	r := newRegionOver(seg.Bytes(), l)
+	r.seg = seg
+	return r
+}
+
+// newRegionOver builds the accessors over region bytes b laid out as l (a
+// layout ParseHeader accepted for b, or ComputeLayout's for len(b)).
+func newRegionOver(b []byte, l Layout) *Region {
+	r := &Region{mem: b, layout: l}
 	r.bell = Doorbell{seq: word32(b, l.DoorbellOff), waiters: word32(b, l.DoorbellOff+4)}
 	r.conn = ConnQueue{mem: b[l.ConnOff : l.ConnOff+l.ConnSlots*ConnSlotSize], n: l.ConnSlots,
 		seq: word32(b, l.ConnSeqOff), bell: &r.bell}
@@ -139,7 +147,7 @@ func (r *Region) Doorbell() *Doorbell { return &r.bell }
 // Bitmap returns the non-empty bitmap bytes (BitmapLen bytes, 128-byte
 // aligned; bit i covers inbound peer slot i). Package ring interprets them.
 func (r *Region) Bitmap() []byte {
-	return r.seg.Bytes()[r.layout.BitmapOff : r.layout.BitmapOff+r.layout.BitmapLen]
+	return r.mem[r.layout.BitmapOff : r.layout.BitmapOff+r.layout.BitmapLen]
 }
 
 // ConnQueue returns the connection-request queue.

@@ -293,7 +293,7 @@ func TestAliveAndReap_AfterKill9(t *testing.T) {
 	if err := dead.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	dead.wait()
+	dead.waitExit()
 	for _, n := range deadNames {
 		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
 			t.Fatalf("kill -9 should leave %s behind: %v", n, err)
@@ -378,7 +378,7 @@ func TestSignalCleanup_RemovesFilesAndDiesOfTheSignal(t *testing.T) {
 			if err := c.cmd.Process.Signal(sig); err != nil {
 				t.Fatal(err)
 			}
-			st := c.wait()
+			st := c.waitExit()
 			ws, ok := st.Sys().(syscall.WaitStatus)
 			if !ok || !ws.Signaled() || ws.Signal() != sig {
 				if !ok || ws.ExitStatus() != 128+int(sig) {
