@@ -56,7 +56,8 @@ func cmaError(pid int, e unix.Errno) error {
 	return fmt.Errorf("shm: process_vm_readv from pid %d: %w", pid, e)
 }
 
-// CMAInfo is the result of the start-up probe of process_vm_readv.
+// CMAInfo is the result of the start-up probe of process_vm_readv. A plain
+// value.
 type CMAInfo struct {
 	// Available is false when the kernel refused even a read of our own
 	// memory (no CONFIG_CROSS_MEMORY_ATTACH, seccomp); then never use it.

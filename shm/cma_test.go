@@ -146,3 +146,9 @@ func TestReadPeer_RefusedPeerIsErrPeerDenied(t *testing.T) {
 	c.wait()
 	runtime.KeepAlive(buf)
 }
+
+func TestEnablePeerAccess_SucceedsWithOrWithoutYama(t *testing.T) {
+	if err := EnablePeerAccess(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -76,7 +76,7 @@ const (
 )
 
 // Layout describes where everything lives in a region. It is the decoded,
-// validated header.
+// validated header; a plain value, safe to copy and share.
 type Layout struct {
 	TotalSize   int    // region size in bytes, a page multiple
 	OwnerPID    int    // pid of the creating process

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 )
 
-// Config sizes a new region. Zero fields take the defaults.
+// Config sizes a new region. Zero fields take the defaults. A plain value.
 type Config struct {
 	Name      string // segment name; "" picks NewName()
 	ConnSlots int    // connection-request slots; 0 means DefaultConnSlots
@@ -196,7 +196,7 @@ const (
 	cRName    = 128
 )
 
-// ConnRequest is a sender's announcement of its ring file.
+// ConnRequest is a sender's announcement of its ring file. A plain value.
 type ConnRequest struct {
 	Slot       int    // slot index (set by Post and Read)
 	SenderPID  int    // the sender's pid
@@ -207,7 +207,7 @@ type ConnRequest struct {
 	word       uint64 // state word seen by Read; Accept/Reject CAS on it
 }
 
-// ConnReply is the receiver's answer to a request.
+// ConnReply is the receiver's answer to a request. A plain value.
 type ConnReply struct {
 	Accepted  bool
 	PeerIndex int    // the sender's bit and slot index at the receiver
@@ -456,7 +456,7 @@ const (
 	pRName    = 128
 )
 
-// PeerInfo describes an inbound peer.
+// PeerInfo describes an inbound peer. A plain value.
 type PeerInfo struct {
 	PID        int
 	Gen        uint32
@@ -533,5 +533,8 @@ func (t *PeerTable) Get(i int) (p PeerInfo, ok bool, err error) {
 	}
 	p = PeerInfo{PID: int(ne.Uint32(s[pPID:])), Gen: ne.Uint32(s[pGen:]),
 		SenderName: string(s[pSName : pSName+sl]), RingName: string(s[pRName : pRName+rl])}
+	if ValidName(p.SenderName) != nil || ValidName(p.RingName) != nil {
+		return PeerInfo{}, false, fmt.Errorf("%w: peer slot %d names %q, %q", ErrCorrupt, i, p.SenderName, p.RingName)
+	}
 	return p, true, nil
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -446,5 +448,127 @@ func TestRegion_ConnectionProtocolAcrossProcesses(t *testing.T) {
 	c.wait()
 	if ok, err := ring.Alive(); ok || err != nil {
 		t.Errorf("sender exited but its ring reads alive: %v %v", ok, err)
+	}
+}
+
+// Arbitrary bytes in a posted connection slot and in a peer slot: Read and
+// Get return an error or well-formed values, never panic.
+func FuzzSlots(f *testing.F) {
+	b, l := validHeader(f, 1, 1)
+	r := newRegionOver(b, l)
+	good := ConnRequest{SenderPID: 42, SenderName: NewName(), RingName: NewName(), RingSize: 4096}
+	seed := make([]byte, ConnSlotSize)
+	ne.PutUint32(seed[cPID:], 42)
+	ne.PutUint32(seed[cSNameLen:], uint32(len(good.SenderName)))
+	ne.PutUint32(seed[cRNameLen:], uint32(len(good.RingName)))
+	ne.PutUint64(seed[cRingSize:], 4096)
+	copy(seed[cSName:], good.SenderName)
+	copy(seed[cRName:], good.RingName)
+	f.Add(seed)
+	f.Add(make([]byte, ConnSlotSize))
+	f.Add([]byte{1, 2, 3})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		q, pt := r.ConnQueue(), r.Peers()
+		s := q.slot(0)
+		clear(s)
+		copy(s, data)
+		pid := uint64(ne.Uint32(s[cPID:]))
+		q.word(0).Store(pid<<32 | 1<<8 | ConnPosted)
+		if req, err := q.Read(0); err == nil {
+			if ValidName(req.SenderName) != nil || ValidName(req.RingName) != nil || req.SenderPID <= 0 ||
+				req.RingSize <= 0 || req.RingSize > MaxSegmentSize {
+				t.Fatalf("accepted %+v", req)
+			}
+		} else if !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("error %v is not ErrCorrupt", err)
+		}
+		p := pt.slot(0)
+		clear(p)
+		copy(p, data)
+		word32(p, pState).Store(ne.Uint32(p) &^ 1)
+		if info, ok, err := pt.Get(0); err == nil && ok && (len(info.SenderName) > MaxNameLen || len(info.RingName) > MaxNameLen) {
+			t.Fatalf("accepted %+v", info)
+		}
+	})
+}
+
+// Many concurrent senders contending for few slots: every request is
+// answered exactly once, to its own sender, and nothing is lost.
+func TestConnQueue_ConcurrentSendersGetTheirOwnAnswers(t *testing.T) {
+	r := newTestRegion(t, 3)
+	q := r.ConnQueue()
+	const senders, each = 6, 150
+	stop := make(chan struct{})
+	var answered atomic.Int64
+	go func() { // the receiver
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for i := q.Next(0); i >= 0; i = q.Next(i + 1) {
+				req, err := q.Read(i)
+				if err != nil {
+					continue // withdrawn or changing under us
+				}
+				if q.Accept(req, int(req.Cookie%1000), uint32(req.Cookie/1000)) == nil {
+					answered.Add(1)
+				}
+			}
+			runtime.Gosched()
+		}
+	}()
+	defer close(stop)
+	errs := make(chan error, senders)
+	for s := range senders {
+		go func() {
+			for k := range each {
+				cookie := uint64(k*1000 + s)
+				req := ConnRequest{SenderPID: os.Getpid(), SenderName: NewName(), RingName: NewName(), RingSize: 4096, Cookie: cookie}
+				slot, err := q.Post(req)
+				for errors.Is(err, ErrQueueFull) {
+					runtime.Gosched()
+					slot, err = q.Post(req)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+				deadline := time.Now().Add(lostAfter)
+				for {
+					rep, done, err := q.Reply(slot)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if done {
+						if !rep.Accepted || rep.PeerIndex != s || rep.Gen != uint32(k) {
+							errs <- fmt.Errorf("sender %d request %d got %+v", s, k, rep)
+							return
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						errs <- fmt.Errorf("sender %d request %d never answered", s, k)
+						return
+					}
+					runtime.Gosched()
+				}
+				if err := q.Release(slot); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range senders {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := answered.Load(); got != senders*each {
+		t.Errorf("%d requests answered, want %d", got, senders*each)
 	}
 }
