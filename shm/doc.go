@@ -1,0 +1,18 @@
+// Package shm is the low-level half of gofi's shared-memory provider: named
+// segments under /dev/shm, the per-endpoint region (a versioned header, a
+// futex doorbell, a connection-request queue, a non-empty bitmap and a table
+// of inbound peer slots), owner liveness through flock, reaping of dead
+// owners' files, cleanup on Close and on SIGINT/SIGTERM, single-copy reads
+// of a peer's memory with process_vm_readv, and a guard that turns a fault
+// on a mapped page into an error.
+//
+// It moves no messages itself: rings (package ring) are placed in segments
+// created here and the engine drives the protocol described on Region.
+//
+// Everything read from a shared mapping is untrusted: offsets and lengths
+// are checked before use, and a foreign or corrupt region is refused with an
+// error wrapping ErrCorrupt, never a panic.
+//
+// This is an internal package of gofi: it carries no compatibility promise.
+// It is Linux only.
+package shm
