@@ -1,0 +1,1026 @@
+package shm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/gofi-dev/fi/ring"
+	"github.com/gofi-dev/fi/transport"
+)
+
+// The shm transport: gofi's shared-memory provider data path, implementing
+// transport.Transport over the pieces of this package and package ring.
+//
+// Each endpoint owns a Region. A sender creates one ring segment per
+// receiver, announces it through the receiver's connection queue and from
+// then on writes records into it, sets its bit in the receiver's bitmap and
+// rings the receiver's doorbell (a system call only when the receiver
+// sleeps). The receiver's Poll visits the rings whose bits are set.
+//
+// Protocols by size:
+//   - eager (at most MaxEager bytes): the payload rides in the record;
+//   - rendezvous (larger): the record carries the addresses of the sender's
+//     buffers. When a receive matches, the receiver copies straight out of
+//     the sender's memory with process_vm_readv (single copy) and answers
+//     ACK; where the kernel refuses that, it answers CTS and the sender
+//     streams the payload through the ring in segments. Either way the
+//     sender completes on ACK (or its last segment), so an unexpected large
+//     message costs the receiver only a record.
+//
+// Records (ring record types; all fields little-endian, untrusted on read):
+//
+//	recEager: msgHdr(32) payload
+//	recRTS:   msgHdr(32) cookie u64, niov u32, pad u32, niov*(addr u64, len u64)
+//	recACK:   cookie u64, status u32 (0 read, 1 discarded)
+//	recCTS:   cookie u64
+//	recSeg:   cookie u64, offset u64, payload
+//
+//	msgHdr:   kind u8, flags u8, pad u16, group u32, tag u64, data u64, len u64
+const (
+	recEager uint16 = 1
+	recRTS   uint16 = 2
+	recACK   uint16 = 3
+	recCTS   uint16 = 4
+	recSeg   uint16 = 5
+)
+
+const (
+	msgHdrLen  = 32
+	rtsFixed   = msgHdrLen + 16
+	maxRTSIOV  = 8
+	pollBudget = 64 // records drained from one ring per Poll before moving on
+)
+
+// TransportConfig sizes a Transport. Zero fields take the defaults.
+type TransportConfig struct {
+	// Name is the region name (default NewName()); it must pass ValidName.
+	Name string
+	// RingSize is the capacity of each ring this endpoint creates towards a
+	// receiver (a power of two; default DefaultRingSize).
+	RingSize int
+	// MaxEager is the largest payload sent inline (default DefaultMaxEager,
+	// at most the ring's MaxPayload minus the record header).
+	MaxEager int
+	// MaxPeers bounds inbound peers (default DefaultMaxPeers).
+	MaxPeers int
+	// NoCMA disables single copy, forcing segments (tests, or a platform
+	// that forbids process_vm_readv).
+	NoCMA bool
+	// PeerTimeout is how long a peer may leave an operation unanswered
+	// before its liveness is checked (default 100 ms). A dead peer's
+	// operations fail with ECONNRESET.
+	PeerTimeout time.Duration
+}
+
+// Defaults of TransportConfig.
+const (
+	DefaultRingSize = 512 << 10
+	DefaultMaxEager = 16 << 10
+)
+
+// Transport is the shm provider's transport.Transport. Its data-path
+// methods are called serialised by the engine; Wait and Wake are safe from
+// any goroutine.
+type Transport struct {
+	cfg    TransportConfig
+	region *Region
+	name   string
+	addr   []byte
+	bits   *ring.Bitmap
+	bell   *Doorbell
+	seen   uint32 // connection sequence last handled
+	cma    bool
+
+	peers   []*peer
+	byName  map[string]transport.Peer
+	inbound []*peer // by peer-table slot
+	busy    []*peer // peers with outbound work pending
+	scratch []int
+
+	nextCookie uint64
+	sink       transport.Sink
+	woken      atomic.Bool
+	closed     bool
+	lastCheck  time.Time
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+// peer is one remote endpoint, both directions.
+type peer struct {
+	idx  transport.Peer
+	name string
+	addr []byte
+	dead bool
+	err  transport.Code
+
+	// outbound: our ring in a segment we own, announced to their region
+	region   *Region
+	rbits    *ring.Bitmap
+	seg      *Segment
+	out      *ring.Ring
+	connSlot int  // slot of our request in their queue, -1 when answered
+	bit      int  // our bit at the receiver, -1 until accepted
+	inBusy   bool // listed in Transport.busy
+	ctrl     []ctrl
+	streams  []*stream // rendezvous sends streaming segments after CTS
+	held     map[uint64]*held
+	since    time.Time // oldest unanswered operation, for liveness checks
+	failSend bool      // outbound broken: sends fail
+
+	// inbound: their ring to us
+	inSeg *Segment
+	in    *ring.Ring
+	inIdx int
+	pid   int
+	gen   uint32
+	fetch map[uint64]*fetchSeg // segment-mode fetches in progress
+	rts   map[uint64]*rts      // announced rendezvous messages not yet fetched
+}
+
+// held is a rendezvous send waiting for the receiver.
+type held struct {
+	op  transport.Op
+	iov [][]byte
+	n   int
+}
+
+// stream is a held send being streamed in segments after CTS.
+type stream struct {
+	cookie uint64
+	h      *held
+	off    int
+}
+
+// fetchSeg is a receive being filled by segments.
+type fetchSeg struct {
+	op    transport.Op
+	dst   [][]byte
+	total int // message length
+	got   int // bytes of the message received so far
+	n     int // bytes written into dst
+}
+
+type ctrl struct {
+	typ    uint16
+	cookie uint64
+	status uint32
+}
+
+// NewTransport creates this endpoint's region and returns its transport.
+func NewTransport(cfg TransportConfig) (*Transport, error) {
+	if cfg.RingSize == 0 {
+		cfg.RingSize = DefaultRingSize
+	}
+	if ring.Size(cfg.RingSize) < 0 {
+		return nil, fmt.Errorf("%w: ring size %d", ErrSize, cfg.RingSize)
+	}
+	maxp := ring.MaxPayloadFor(cfg.RingSize) - msgHdrLen
+	if cfg.MaxEager == 0 {
+		cfg.MaxEager = DefaultMaxEager
+	}
+	if cfg.MaxEager < 0 || cfg.MaxEager > maxp {
+		return nil, fmt.Errorf("%w: max eager %d (ring payload limit %d)", ErrSize, cfg.MaxEager, maxp)
+	}
+	if cfg.PeerTimeout == 0 {
+		cfg.PeerTimeout = 100 * time.Millisecond
+	}
+	r, err := CreateRegion(Config{Name: cfg.Name, MaxPeers: cfg.MaxPeers})
+	if err != nil {
+		return nil, err
+	}
+	bm, err := ring.NewBitmap(r.Bitmap(), r.Layout().PeerSlots)
+	if err != nil {
+		_ = r.Close()
+		return nil, err
+	}
+	t := &Transport{cfg: cfg, region: r, name: r.Name(), addr: []byte(r.Addr()), bits: bm,
+		bell: r.Doorbell(), byName: map[string]transport.Peer{},
+		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && ProbeCMA().Available}
+	t.seen = r.ConnQueue().Seq()
+	return t, nil
+}
+
+// Name returns "fi_shm://<region name>".
+func (t *Transport) Name() []byte { return t.addr }
+
+// MaxEager reports the inline limit.
+func (t *Transport) MaxEager() int { return t.cfg.MaxEager }
+
+// CMA reports whether single copy is in use.
+func (t *Transport) CMA() bool { return t.cma }
+
+// Resolve maps an "fi_shm://name" address to a peer.
+func (t *Transport) Resolve(addr []byte) (transport.Peer, transport.Code) {
+	if p, ok := t.byName[string(addr)]; ok {
+		return p, 0
+	}
+	name, err := ParseAddr(string(addr))
+	if err != nil {
+		return 0, transport.EInval
+	}
+	return t.peerFor(name).idx, 0
+}
+
+func (t *Transport) peerFor(name string) *peer {
+	a := Addr(name)
+	if i, ok := t.byName[a]; ok {
+		return t.peers[i]
+	}
+	p := &peer{idx: transport.Peer(len(t.peers)), name: name, addr: []byte(a), connSlot: -1, bit: -1, inIdx: -1,
+		held: map[uint64]*held{}, fetch: map[uint64]*fetchSeg{}}
+	t.peers = append(t.peers, p)
+	t.byName[a] = p.idx
+	return p
+}
+
+// PeerAddr returns the peer's address.
+func (t *Transport) PeerAddr(p transport.Peer) []byte {
+	if int(p) >= len(t.peers) {
+		return nil
+	}
+	return t.peers[p].addr
+}
+
+// connect opens the receiver's region and announces a new ring to it.
+func (t *Transport) connect(p *peer) transport.Code {
+	r, err := OpenRegion(p.name)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return transport.EConnRefuse
+		}
+		return transport.EIO
+	}
+	bm, err := ring.NewBitmap(r.Bitmap(), r.Layout().PeerSlots)
+	if err != nil {
+		_ = r.Close()
+		return transport.EIO
+	}
+	seg, err := CreateSegment(NewName(), ring.Size(t.cfg.RingSize))
+	if err != nil {
+		_ = r.Close()
+		return transport.EAgain // out of space is transient from the caller's view
+	}
+	out, err := ring.Init(seg.Bytes(), t.cfg.RingSize)
+	if err != nil {
+		_ = seg.Close()
+		_ = r.Close()
+		return transport.EIO
+	}
+	slot, err := r.ConnQueue().Post(ConnRequest{SenderPID: os.Getpid(), SenderName: t.name,
+		RingName: seg.Name(), RingSize: seg.Size()})
+	if err != nil {
+		_ = seg.Close()
+		_ = r.Close()
+		if errors.Is(err, ErrQueueFull) {
+			return transport.EAgain
+		}
+		return transport.EIO
+	}
+	p.region, p.rbits, p.seg, p.out, p.connSlot, p.bit = r, bm, seg, out, slot, -1
+	p.since = time.Now()
+	t.markBusy(p)
+	return 0
+}
+
+// checkReply learns our bit index once the receiver accepted.
+func (t *Transport) checkReply(p *peer) {
+	if p.connSlot < 0 {
+		return
+	}
+	rep, done, err := p.region.ConnQueue().Reply(p.connSlot)
+	if err != nil {
+		t.fail(p, transport.EConnRefuse)
+		return
+	}
+	if !done {
+		return
+	}
+	_ = p.region.ConnQueue().Release(p.connSlot)
+	p.connSlot = -1
+	if !rep.Accepted {
+		t.fail(p, transport.EConnRefuse)
+		return
+	}
+	p.bit = rep.PeerIndex
+	t.kick(p)
+}
+
+// kick tells the receiver its ring has records.
+func (t *Transport) kick(p *peer) {
+	if p.bit >= 0 {
+		_ = p.rbits.Set(p.bit)
+	}
+	_ = p.region.Doorbell().Ring()
+}
+
+func (t *Transport) markBusy(p *peer) {
+	if !p.inBusy {
+		p.inBusy = true
+		t.busy = append(t.busy, p)
+	}
+}
+
+// ready makes sure the outbound side to p exists.
+func (t *Transport) ready(p *peer) transport.Code {
+	if p.dead || p.failSend {
+		return p.errCode()
+	}
+	if p.out == nil {
+		if c := t.connect(p); c != 0 {
+			return c
+		}
+	}
+	if p.connSlot >= 0 {
+		t.checkReply(p)
+		if p.dead {
+			return p.errCode()
+		}
+	}
+	return 0
+}
+
+func (p *peer) errCode() transport.Code {
+	if p.err != 0 {
+		return p.err
+	}
+	return transport.EConnReset
+}
+
+func putHdr(b []byte, h *transport.Header) {
+	b[0], b[1], b[2], b[3] = byte(h.Kind), h.Flags, 0, 0
+	binary.LittleEndian.PutUint32(b[4:], h.Group)
+	binary.LittleEndian.PutUint64(b[8:], h.Tag)
+	binary.LittleEndian.PutUint64(b[16:], h.Data)
+	binary.LittleEndian.PutUint64(b[24:], h.Len)
+}
+
+func getHdr(b []byte) (transport.Header, bool) {
+	h := transport.Header{Kind: transport.Kind(b[0]), Flags: b[1],
+		Group: binary.LittleEndian.Uint32(b[4:]), Tag: binary.LittleEndian.Uint64(b[8:]),
+		Data: binary.LittleEndian.Uint64(b[16:]), Len: binary.LittleEndian.Uint64(b[24:])}
+	ok := (h.Kind == transport.KindMsg || h.Kind == transport.KindTagged) && h.Flags&^transport.FlagRemoteData == 0
+	return h, ok
+}
+
+// Send writes an eager record, or a rendezvous announcement.
+func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
+	if t.closed || int(pi) >= len(t.peers) {
+		return false, transport.EInval
+	}
+	p := t.peers[pi]
+	if c := t.ready(p); c != 0 {
+		return false, c
+	}
+	if len(p.ctrl) > 0 || len(p.streams) > 0 {
+		t.flush(p) // keep control traffic ahead of new messages
+	}
+	n := int(hdr.Len)
+	if n <= t.cfg.MaxEager {
+		b, err := p.out.Reserve(msgHdrLen + n)
+		if err != nil {
+			return false, ringCode(err)
+		}
+		putHdr(b, hdr)
+		off := msgHdrLen
+		for _, v := range iov {
+			off += ring.Copy(b[off:], v)
+		}
+		_ = p.out.Commit(recEager, msgHdrLen+n)
+		p.out.Publish()
+		t.kick(p)
+		return true, 0
+	}
+	if len(iov) > maxRTSIOV {
+		return false, transport.EInval
+	}
+	b, err := p.out.Reserve(rtsFixed + 16*len(iov))
+	if err != nil {
+		return false, ringCode(err)
+	}
+	t.nextCookie++
+	cookie := t.nextCookie
+	putHdr(b, hdr)
+	binary.LittleEndian.PutUint64(b[32:], cookie)
+	binary.LittleEndian.PutUint32(b[40:], uint32(len(iov)))
+	binary.LittleEndian.PutUint32(b[44:], 0)
+	for i, v := range iov {
+		var a uintptr
+		if len(v) > 0 {
+			a = uintptr(unsafe.Pointer(unsafe.SliceData(v)))
+		}
+		binary.LittleEndian.PutUint64(b[rtsFixed+16*i:], uint64(a))
+		binary.LittleEndian.PutUint64(b[rtsFixed+16*i+8:], uint64(len(v)))
+	}
+	_ = p.out.Commit(recRTS, rtsFixed+16*len(iov))
+	p.out.Publish()
+	if len(p.held) == 0 {
+		p.since = time.Now()
+	}
+	p.held[cookie] = &held{op: op, iov: iov, n: n}
+	t.markBusy(p)
+	t.kick(p)
+	return false, 0
+}
+
+func ringCode(err error) transport.Code {
+	switch err {
+	case ring.ErrFull:
+		return transport.EAgain
+	case ring.ErrTooLarge:
+		return transport.EMsgSize
+	}
+	return transport.EIO
+}
+
+// rts is a decoded rendezvous announcement, kept by the receiver until the
+// engine fetches or discards the message.
+type rts struct {
+	cookie uint64
+	niov   int
+	addr   [maxRTSIOV]uint64
+	size   [maxRTSIOV]uint64
+}
+
+// Fetch pulls a rendezvous payload: single copy when allowed, otherwise
+// CTS and segments.
+func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op transport.Op) (bool, int, transport.Code) {
+	if int(pi) >= len(t.peers) {
+		return true, 0, transport.EInval
+	}
+	p := t.peers[pi]
+	r, ok := t.pendingRTS(p, cookie)
+	if !ok {
+		return true, 0, transport.EIO
+	}
+	if p.dead {
+		t.dropRTS(p, cookie)
+		return true, 0, p.errCode()
+	}
+	if t.cma {
+		n, err := t.readPeer(p, r, dst)
+		if err == nil {
+			t.dropRTS(p, cookie)
+			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
+			return true, n, 0
+		}
+		if errors.Is(err, ErrPeerGone) {
+			t.dropRTS(p, cookie)
+			return true, 0, transport.EConnReset
+		}
+		if !errors.Is(err, ErrPeerDenied) {
+			t.dropRTS(p, cookie)
+			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie, status: 2})
+			return true, 0, transport.EIO
+		}
+		t.cma = false // the kernel refuses single copy: segments from now on
+	}
+	total := 0
+	for i := 0; i < r.niov; i++ {
+		total += int(r.size[i])
+	}
+	t.dropRTS(p, cookie)
+	p.fetch[cookie] = &fetchSeg{op: op, dst: append([][]byte(nil), dst...), total: total}
+	if p.since.IsZero() {
+		p.since = time.Now()
+	}
+	t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie})
+	return false, 0, 0
+}
+
+// readPeer copies from the sender's iov into dst with process_vm_readv.
+func (t *Transport) readPeer(p *peer, r *rts, dst [][]byte) (int, error) {
+	n := 0
+	si, soff := 0, uint64(0)
+	for _, d := range dst {
+		for len(d) > 0 && si < r.niov {
+			left := r.size[si] - soff
+			if left == 0 {
+				si, soff = si+1, 0
+				continue
+			}
+			k := min(uint64(len(d)), left)
+			got, err := ReadPeer(p.pid, d[:k], uintptr(r.addr[si]+soff))
+			n += got
+			if err != nil {
+				return n, err
+			}
+			d = d[k:]
+			soff += k
+		}
+	}
+	return n, nil
+}
+
+// Discard tells the sender the message was dropped unread.
+func (t *Transport) Discard(pi transport.Peer, cookie uint64) {
+	if int(pi) >= len(t.peers) {
+		return
+	}
+	p := t.peers[pi]
+	if _, ok := t.pendingRTS(p, cookie); ok {
+		t.dropRTS(p, cookie)
+		t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie, status: 1})
+	}
+}
+
+func (t *Transport) pendingRTS(p *peer, cookie uint64) (*rts, bool) {
+	r, ok := p.rtsMap()[cookie]
+	return r, ok
+}
+
+func (t *Transport) dropRTS(p *peer, cookie uint64) { delete(p.rtsMap(), cookie) }
+
+// rtsMap lazily creates the peer's table of announced messages.
+func (p *peer) rtsMap() map[uint64]*rts {
+	if p.rts == nil {
+		p.rts = map[uint64]*rts{}
+	}
+	return p.rts
+}
+
+// sendCtrl queues a control record to p and tries to write it now.
+func (t *Transport) sendCtrl(p *peer, c ctrl) {
+	p.ctrl = append(p.ctrl, c)
+	if t.ready(p) != 0 {
+		p.ctrl = p.ctrl[:0] // the peer is gone: nobody to tell
+		return
+	}
+	t.flush(p)
+}
+
+// flush writes queued control records and streams segments while the ring
+// has room.
+func (t *Transport) flush(p *peer) {
+	if p.out == nil || p.dead {
+		return
+	}
+	wrote := false
+	for len(p.ctrl) > 0 {
+		c := p.ctrl[0]
+		size := 12
+		if c.typ == recCTS {
+			size = 8
+		}
+		b, err := p.out.Reserve(size)
+		if err != nil {
+			break
+		}
+		binary.LittleEndian.PutUint64(b, c.cookie)
+		if c.typ == recACK {
+			binary.LittleEndian.PutUint32(b[8:], c.status)
+		}
+		_ = p.out.Commit(c.typ, size)
+		p.ctrl = p.ctrl[1:]
+		wrote = true
+	}
+	if len(p.ctrl) == 0 {
+		p.ctrl = p.ctrl[:0]
+	}
+	seg := min(p.out.MaxPayload()-16, 64<<10)
+	for len(p.ctrl) == 0 && len(p.streams) > 0 {
+		s := p.streams[0]
+		k := min(seg, s.h.n-s.off)
+		b, err := p.out.Reserve(16 + k)
+		if err != nil {
+			break
+		}
+		binary.LittleEndian.PutUint64(b, s.cookie)
+		binary.LittleEndian.PutUint64(b[8:], uint64(s.off))
+		gather(b[16:16+k], s.h.iov, s.off)
+		_ = p.out.Commit(recSeg, 16+k)
+		s.off += k
+		wrote = true
+		if s.off == s.h.n {
+			p.streams = p.streams[1:]
+			if t.sink != nil {
+				t.sink.SendDone(s.h.op, 0)
+			}
+		}
+	}
+	if wrote {
+		p.out.Publish()
+		t.kick(p)
+	}
+}
+
+// gather copies len(dst) bytes of the concatenation of iov, from off.
+func gather(dst []byte, iov [][]byte, off int) {
+	for _, v := range iov {
+		if len(dst) == 0 {
+			return
+		}
+		if off >= len(v) {
+			off -= len(v)
+			continue
+		}
+		n := ring.Copy(dst, v[off:])
+		dst = dst[n:]
+		off = 0
+	}
+}
+
+// scatter copies src into the concatenation of dst from off, returning the
+// bytes that fit.
+func scatter(dst [][]byte, off int, src []byte) int {
+	n := 0
+	for _, d := range dst {
+		if len(src) == 0 {
+			break
+		}
+		if off >= len(d) {
+			off -= len(d)
+			continue
+		}
+		k := ring.Copy(d[off:], src)
+		src = src[k:]
+		n += k
+		off = 0
+	}
+	return n
+}
+
+// Poll accepts new connections, drains inbound rings with work, advances
+// outbound work and checks the liveness of peers that owe answers.
+func (t *Transport) Poll(s transport.Sink) bool {
+	if t.closed {
+		return false
+	}
+	t.sink = s
+	did := false
+	if q := t.region.ConnQueue(); q.Seq() != t.seen {
+		t.seen = q.Seq()
+		t.accept()
+		did = true
+	}
+	t.scratch = t.bits.Drain(t.scratch[:0])
+	for _, i := range t.scratch {
+		if i < len(t.inbound) && t.inbound[i] != nil {
+			if t.drain(t.inbound[i], s) {
+				did = true
+			}
+		}
+	}
+	if len(t.busy) > 0 {
+		did = t.progressBusy() || did
+	}
+	return did
+}
+
+// accept answers posted connection requests.
+func (t *Transport) accept() {
+	q := t.region.ConnQueue()
+	for i := q.Next(0); i >= 0; i = q.Next(i + 1) {
+		req, err := q.Read(i)
+		if err != nil {
+			if errors.Is(err, ErrCorrupt) {
+				_ = q.Reject(req, uint32(22))
+			}
+			continue
+		}
+		slot := -1
+		for k, pp := range t.inbound {
+			if pp == nil {
+				slot = k
+				break
+			}
+		}
+		if slot < 0 {
+			_ = q.Reject(req, 28) // ENOSPC: peer table full
+			continue
+		}
+		seg, err := OpenSegment(req.RingName)
+		if err != nil {
+			_ = q.Reject(req, 2)
+			continue
+		}
+		var in *ring.Ring
+		if gerr := Guard(func() { in, err = ring.Attach(seg.Bytes()) }); gerr != nil || err != nil {
+			_ = seg.Close()
+			_ = q.Reject(req, 22)
+			continue
+		}
+		p := t.peerFor(req.SenderName)
+		if p.in != nil { // the sender reconnected (restart): replace the old ring
+			t.dropInbound(p)
+		}
+		p.gen++
+		if err := t.region.Peers().Set(slot, PeerInfo{PID: req.SenderPID, Gen: p.gen, SenderName: req.SenderName, RingName: req.RingName}); err != nil {
+			_ = seg.Close()
+			_ = q.Reject(req, 22)
+			continue
+		}
+		if err := q.Accept(req, slot, p.gen); err != nil {
+			_ = t.region.Peers().Clear(slot)
+			_ = seg.Close()
+			continue
+		}
+		p.inSeg, p.in, p.inIdx, p.pid = seg, in, slot, req.SenderPID
+		t.inbound[slot] = p
+		_ = t.bits.Set(slot) // records written before the accept
+	}
+}
+
+func (t *Transport) dropInbound(p *peer) {
+	if p.inIdx >= 0 {
+		t.inbound[p.inIdx] = nil
+		_ = t.region.Peers().Clear(p.inIdx)
+	}
+	if p.inSeg != nil {
+		_ = p.inSeg.Close()
+	}
+	p.in, p.inSeg, p.inIdx = nil, nil, -1
+}
+
+// drain handles up to pollBudget records of p's inbound ring.
+func (t *Transport) drain(p *peer, s transport.Sink) bool {
+	did := false
+	var bad error
+	ferr := Guard(func() { did, bad = t.drainRing(p, s) })
+	if ferr != nil {
+		bad = ferr
+	}
+	if bad != nil {
+		t.dropInbound(p)
+		t.fail(p, transport.EIO)
+	}
+	return did
+}
+
+func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
+	in := p.in
+	did := false
+	for k := 0; k < pollBudget; k++ {
+		typ, b, err := in.Peek()
+		if err == ring.ErrEmpty {
+			return did, nil
+		}
+		if err != nil {
+			return did, err
+		}
+		switch typ {
+		case recEager:
+			if len(b) < msgHdrLen {
+				return did, ErrCorrupt
+			}
+			h, ok := getHdr(b)
+			if !ok || h.Len != uint64(len(b)-msgHdrLen) {
+				return did, ErrCorrupt
+			}
+			if !s.Arrive(p.idx, &h, b[msgHdrLen:], 0) {
+				in.Release()
+				_ = t.bits.Set(p.inIdx) // come back: the engine is full
+				return did, nil
+			}
+		case recRTS:
+			if len(b) < rtsFixed {
+				return did, ErrCorrupt
+			}
+			h, ok := getHdr(b)
+			niov := int(binary.LittleEndian.Uint32(b[40:]))
+			if !ok || niov > maxRTSIOV || len(b) != rtsFixed+16*niov {
+				return did, ErrCorrupt
+			}
+			r := &rts{cookie: binary.LittleEndian.Uint64(b[32:]), niov: niov}
+			var sum uint64
+			for i := range niov {
+				r.addr[i] = binary.LittleEndian.Uint64(b[rtsFixed+16*i:])
+				r.size[i] = binary.LittleEndian.Uint64(b[rtsFixed+16*i+8:])
+				sum += r.size[i]
+			}
+			if sum != h.Len {
+				return did, ErrCorrupt
+			}
+			p.rtsMap()[r.cookie] = r
+			if !s.Arrive(p.idx, &h, nil, r.cookie) {
+				delete(p.rts, r.cookie)
+				in.Release()
+				_ = t.bits.Set(p.inIdx)
+				return did, nil
+			}
+		case recACK:
+			if len(b) != 12 {
+				return did, ErrCorrupt
+			}
+			cookie := binary.LittleEndian.Uint64(b)
+			status := binary.LittleEndian.Uint32(b[8:])
+			if h, ok := p.held[cookie]; ok {
+				delete(p.held, cookie)
+				code := transport.Code(0)
+				if status == 2 {
+					code = transport.EIO
+				}
+				s.SendDone(h.op, code)
+				if len(p.held) == 0 {
+					p.since = time.Time{}
+				}
+			}
+		case recCTS:
+			if len(b) != 8 {
+				return did, ErrCorrupt
+			}
+			cookie := binary.LittleEndian.Uint64(b)
+			if h, ok := p.held[cookie]; ok {
+				delete(p.held, cookie)
+				p.streams = append(p.streams, &stream{cookie: cookie, h: h})
+				t.markBusy(p)
+			}
+		case recSeg:
+			if len(b) < 16 {
+				return did, ErrCorrupt
+			}
+			cookie := binary.LittleEndian.Uint64(b)
+			off := binary.LittleEndian.Uint64(b[8:])
+			f, ok := p.fetch[cookie]
+			if !ok || off != uint64(f.got) || f.got+len(b)-16 > f.total {
+				return did, ErrCorrupt
+			}
+			f.n += scatter(f.dst, f.got, b[16:])
+			f.got += len(b) - 16
+			if f.got == f.total {
+				delete(p.fetch, cookie)
+				s.FetchDone(f.op, f.n, 0)
+			}
+		default:
+			return did, ErrCorrupt
+		}
+		_ = in.Consume()
+		did = true
+	}
+	in.Release()
+	_ = t.bits.Set(p.inIdx) // budget spent: more may be waiting
+	return did, nil
+}
+
+// progressBusy advances connection set-up, control records and segment
+// streams, and checks peers that owe answers for too long.
+func (t *Transport) progressBusy() bool {
+	did := false
+	now := time.Time{}
+	keep := t.busy[:0]
+	for _, p := range t.busy {
+		if p.connSlot >= 0 {
+			t.checkReply(p)
+		}
+		if len(p.ctrl) > 0 || len(p.streams) > 0 {
+			before := len(p.ctrl) + len(p.streams)
+			t.flush(p)
+			did = did || len(p.ctrl)+len(p.streams) != before
+		}
+		if !p.since.IsZero() && !p.dead {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if now.Sub(p.since) > t.cfg.PeerTimeout {
+				p.since = now
+				t.checkAlive(p)
+			}
+		}
+		if !p.dead && (p.connSlot >= 0 || len(p.ctrl) > 0 || len(p.streams) > 0 || len(p.held) > 0 || len(p.fetch) > 0) {
+			keep = append(keep, p)
+		} else {
+			p.inBusy = false
+		}
+	}
+	clear(t.busy[len(keep):])
+	t.busy = keep
+	return did
+}
+
+// checkAlive tests the peer's liveness (its region's owner lock, or its
+// inbound ring's) and fails it when dead.
+func (t *Transport) checkAlive(p *peer) {
+	var seg *Segment
+	switch {
+	case p.region != nil:
+		seg = p.region.Segment()
+	case p.inSeg != nil:
+		seg = p.inSeg
+	}
+	if seg == nil {
+		return
+	}
+	if alive, err := seg.Alive(); err == nil && !alive {
+		t.fail(p, transport.EConnReset)
+	}
+}
+
+// fail marks p dead and fails everything owed to or by it.
+func (t *Transport) fail(p *peer, c transport.Code) {
+	if p.dead {
+		return
+	}
+	p.dead, p.err = true, c
+	s := t.sink
+	for cookie, h := range p.held {
+		delete(p.held, cookie)
+		if s != nil {
+			s.SendDone(h.op, c)
+		}
+	}
+	for _, st := range p.streams {
+		if s != nil {
+			s.SendDone(st.h.op, c)
+		}
+	}
+	p.streams = nil
+	for cookie, f := range p.fetch {
+		delete(p.fetch, cookie)
+		if s != nil {
+			s.FetchDone(f.op, f.n, c)
+		}
+	}
+	p.ctrl = nil
+	t.closeOut(p)
+	if s != nil {
+		s.PeerDown(p.idx, c)
+	}
+	// A later send may reconnect to a restarted receiver of the same name
+	// only through a new address; this peer stays failed.
+}
+
+func (t *Transport) closeOut(p *peer) {
+	if p.connSlot >= 0 && p.region != nil {
+		_ = p.region.ConnQueue().Release(p.connSlot)
+	}
+	if p.seg != nil {
+		_ = p.seg.Close()
+	}
+	if p.region != nil {
+		_ = p.region.Close()
+	}
+	p.seg, p.region, p.out, p.rbits, p.connSlot = nil, nil, nil, nil, -1
+}
+
+// anyWork is the doorbell condition: inbound bits, a new connection, or a
+// Wake.
+func (t *Transport) anyWork() bool {
+	if t.woken.Load() || t.region.ConnQueue().Seq() != t.seen {
+		return true
+	}
+	return t.bits.Any()
+}
+
+// Wait sleeps on the region's doorbell until work may be there, Wake is
+// called or timeout passes. Peers that owe answers are re-checked by the
+// next Poll, so the sleep is bounded by PeerTimeout while they exist.
+func (t *Transport) Wait(timeout time.Duration) {
+	if t.closed {
+		time.Sleep(min(timeout, time.Millisecond))
+		return
+	}
+	if len(t.busy) > 0 {
+		timeout = min(timeout, t.cfg.PeerTimeout)
+	}
+	_, _ = t.bell.Wait(timeout, t.anyWork)
+	t.woken.Store(false)
+}
+
+// Wake makes a concurrent Wait return.
+func (t *Transport) Wake() {
+	if t.closed {
+		return
+	}
+	t.woken.Store(true)
+	t.bell.seq.Add(1)
+	_ = t.bell.Ring()
+}
+
+// Close fails held operations with ECANCELED and removes the region and
+// every ring this endpoint created.
+func (t *Transport) Close() error {
+	if t.closed {
+		return nil
+	}
+	s := t.sink
+	for _, p := range t.peers {
+		for cookie, h := range p.held {
+			delete(p.held, cookie)
+			if s != nil {
+				s.SendDone(h.op, transport.ECanceled)
+			}
+		}
+		for _, st := range p.streams {
+			if s != nil {
+				s.SendDone(st.h.op, transport.ECanceled)
+			}
+		}
+		for cookie, f := range p.fetch {
+			delete(p.fetch, cookie)
+			if s != nil {
+				s.FetchDone(f.op, f.n, transport.ECanceled)
+			}
+		}
+		t.closeOut(p)
+		if p.inSeg != nil {
+			_ = p.inSeg.Close()
+		}
+	}
+	t.closed = true
+	return t.region.Close()
+}
