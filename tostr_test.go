@@ -2,6 +2,7 @@ package fi
 
 import (
 	"bufio"
+	"errors"
 	"os/exec"
 	"regexp"
 	"strings"
@@ -286,4 +287,74 @@ func TestDifferential_FiInfoSpelling(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestParseNames_RoundTripAndAliases(t *testing.T) {
+	cases := []struct {
+		in   string
+		want Flags
+	}{
+		{"FI_MSG|FI_TAGGED", Msg | Tagged},
+		{"FI_MSG | FI_TAGGED", Msg | Tagged},
+		{"[ FI_MSG, FI_TAGGED ]", Msg | Tagged},
+		{"fi_msg", Msg},
+		{"FI_TRANSMIT|FI_SELECTIVE_COMPLETION", Send | SelectiveCompletion},
+		{"FI_CLAIM", Claim},
+		{"0x8000000000000000", 1 << 63},
+		{"", 0},
+	}
+	for _, c := range cases {
+		got, err := ParseFlags(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("ParseFlags(%q) = %v, %v; want %v", c.in, got, err, c.want)
+		}
+	}
+	for _, bad := range []string{"FI_BOGUS", "FI_MSG|X", "0xzz"} {
+		if _, err := ParseFlags(bad); !errors.Is(err, ErrInval) {
+			t.Errorf("ParseFlags(%q) err = %v, want ErrInval", bad, err)
+		}
+	}
+	for _, b := range capNames {
+		if f, err := ParseFlags(Flags(b.bit).String()); err != nil || f != Flags(b.bit) {
+			t.Errorf("round trip %s: %v, %v", b.name, f, err)
+		}
+	}
+	if m, err := ParseMode("FI_CONTEXT|FI_CONTEXT2"); err != nil || m != Context|Context2 {
+		t.Errorf("ParseMode = %v, %v", m, err)
+	}
+	if _, err := ParseMode("FI_MSG"); !errors.Is(err, ErrInval) {
+		t.Errorf("ParseMode(FI_MSG) err = %v", err)
+	}
+	for i := range epTypeNames {
+		if e, err := ParseEpType(EpType(i).String()); err != nil || e != EpType(i) {
+			t.Errorf("ParseEpType round trip %d: %v %v", i, e, err)
+		}
+	}
+	for i := range addrFormatNames {
+		if a, err := ParseAddrFormat(AddrFormat(i).String()); err != nil || a != AddrFormat(i) {
+			t.Errorf("ParseAddrFormat round trip %d: %v %v", i, a, err)
+		}
+	}
+	if _, err := ParseEpType("FI_EP_BOGUS"); !errors.Is(err, ErrInval) {
+		t.Error("ParseEpType accepted a bogus name")
+	}
+}
+
+func FuzzParseFlags(f *testing.F) {
+	f.Add("FI_MSG|FI_TAGGED")
+	f.Add("[ FI_MSG, 0x10 ]")
+	f.Add("FI_CLAIM | fi_peek")
+	f.Fuzz(func(t *testing.T, s string) {
+		v, err := ParseFlags(s)
+		if err != nil {
+			if !errors.Is(err, ErrInval) {
+				t.Fatalf("non-ErrInval error %v", err)
+			}
+			return
+		}
+		back, err := ParseFlags(v.String())
+		if err != nil || back != v {
+			t.Fatalf("%q -> %v -> %q -> %v (%v)", s, uint64(v), v.String(), uint64(back), err)
+		}
+	})
 }
