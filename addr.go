@@ -22,7 +22,8 @@ import (
 const maxAddrStrLen = 4096
 
 // StrAddr is a parsed FI_ADDR_STR address. The zero value is invalid (it
-// has no Format). Plain data, safe to copy.
+// has no Format). Plain data: safe to copy and to read concurrently, not to
+// mutate concurrently.
 type StrAddr struct {
 	Format  string      // address_format, such as "fi_sockaddr_in" or "fi_shm"
 	Node    string      // node, IPv6 literals without their brackets
@@ -31,7 +32,8 @@ type StrAddr struct {
 	Params  []AddrParam // key=value parameters, in order
 }
 
-// AddrParam is one key=value parameter of an FI_ADDR_STR address.
+// AddrParam is one key=value parameter of an FI_ADDR_STR address. Plain
+// data.
 type AddrParam struct {
 	Key, Value string
 }

@@ -42,6 +42,9 @@ var childKindNames = [numChildKinds]string{"AV", "CQ", "endpoint"}
 // fabric ErrOpBadState. The domain keeps its own copy of info.
 func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
 	const op = "Fabric.OpenDomain"
+	if !f.open() {
+		return nil, notOpenFabric(op)
+	}
 	if info == nil || info.DomainAttr == nil {
 		return nil, opErr(op, ErrInval, "nil info or DomainAttr")
 	}
@@ -70,17 +73,39 @@ func (f *Fabric) OpenDomain(info *Info) (*Domain, error) {
 	return d, nil
 }
 
-// Fabric returns the fabric the domain was opened on.
-func (d *Domain) Fabric() *Fabric { return d.fabric }
+// open reports whether d came from OpenDomain.
+func (d *Domain) open() bool { return d != nil && d.pd != nil }
 
-// Info returns a copy of the info the domain was opened with.
-func (d *Domain) Info() *Info { return d.info.Dup() }
+func notOpenDomain(op string) error {
+	return opErr(op, ErrInval, "not a domain from OpenDomain (nil or zero value)")
+}
+
+// Fabric returns the fabric the domain was opened on (nil for a nil or
+// unopened Domain).
+func (d *Domain) Fabric() *Fabric {
+	if d == nil {
+		return nil
+	}
+	return d.fabric
+}
+
+// Info returns a copy of the info the domain was opened with (nil for a
+// nil or unopened Domain).
+func (d *Domain) Info() *Info {
+	if !d.open() {
+		return nil
+	}
+	return d.info.Dup()
+}
 
 // Close closes the domain. It fails with ErrBusy while AVs, CQs or
 // endpoints opened on it are still open, and with ErrOpBadState when
 // already closed.
 func (d *Domain) Close() error {
 	const op = "Domain.Close"
+	if !d.open() {
+		return notOpenDomain(op)
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -108,6 +133,9 @@ func (d *Domain) Close() error {
 // fails, and once when the object closes. It fails with ErrOpBadState once
 // the domain is closed.
 func (d *Domain) addChild(kind childKind) error {
+	if !d.open() {
+		return notOpenDomain("Domain.Open" + childKindNames[kind])
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {

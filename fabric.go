@@ -49,13 +49,30 @@ func OpenFabric(attr *FabricAttr) (*Fabric, error) {
 	return f, nil
 }
 
-// Attr returns a copy of the fabric's attributes (Fabric points back at f).
-func (f *Fabric) Attr() FabricAttr { return f.attr }
+// Attr returns a copy of the fabric's attributes (Fabric points back at f);
+// zero for a nil or unopened Fabric.
+func (f *Fabric) Attr() FabricAttr {
+	if f == nil {
+		return FabricAttr{}
+	}
+	return f.attr
+}
+
+// open reports whether f came from OpenFabric.
+func (f *Fabric) open() bool { return f != nil && f.pf != nil }
+
+// notOpen is the error for methods called on a nil or zero Fabric.
+func notOpenFabric(op string) error {
+	return opErr(op, ErrInval, "not a fabric from OpenFabric (nil or zero value)")
+}
 
 // Close closes the fabric. It fails with ErrBusy while any domain opened on
 // it is still open, and with ErrOpBadState when already closed.
 func (f *Fabric) Close() error {
 	const op = "Fabric.Close"
+	if !f.open() {
+		return notOpenFabric(op)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {

@@ -250,3 +250,38 @@ func TestVersion_PackingLikeFI_VERSION(t *testing.T) {
 		t.Fatalf("VersionString = %q", VersionString())
 	}
 }
+
+func TestZeroObjects_ErrorsNotPanics(t *testing.T) {
+	var nilFab *Fabric
+	var nilDom *Domain
+	for name, err := range map[string]error{
+		"nil Fabric.Close":       nilFab.Close(),
+		"zero Fabric.Close":      (&Fabric{}).Close(),
+		"nil Domain.Close":       nilDom.Close(),
+		"zero Domain.Close":      (&Domain{}).Close(),
+		"zero Domain.addChild":   (&Domain{}).addChild(childCQ),
+		"zero Fabric.OpenDomain": func() error { _, err := (&Fabric{}).OpenDomain(AllocInfo()); return err }(),
+	} {
+		if !errors.Is(err, ErrInval) {
+			t.Errorf("%s = %v, want ErrInval", name, err)
+		}
+	}
+	if nilFab.Attr() != (FabricAttr{}) || nilDom.Info() != nil || nilDom.Fabric() != nil {
+		t.Error("accessors on nil objects")
+	}
+	infos, err := GetInfo(v117, "", "", 0, hintsWith(func(h *Info) { h.FabricAttr.Fabric = &Fabric{} }))
+	wantNoData(t, infos, err)
+	infos, err = GetInfo(v117, "", "", 0, hintsWith(func(h *Info) { h.DomainAttr.Domain = &Domain{} }))
+	wantNoData(t, infos, err)
+}
+
+func TestOpenDomain_InfoForAnotherFabricRefused(t *testing.T) {
+	info, fab, dom := openFirst(t, "tcp")
+	defer fab.Close()
+	defer dom.Close()
+	other := info.Dup()
+	other.FabricAttr.Name = "198.51.100.0/24"
+	if d, err := fab.OpenDomain(other); !errors.Is(err, ErrInval) || d != nil {
+		t.Fatalf("OpenDomain with another fabric's info = %v, %v; want ErrInval", d, err)
+	}
+}

@@ -257,6 +257,12 @@ func matchInfo(c *provInfo, req *infoReq, userHints bool) (*Info, string) {
 	if n := h.FabricAttr.Name; n != "" && n != t.FabricAttr.Name {
 		return nil, fmt.Sprintf("fabric name %q is not %q", n, t.FabricAttr.Name)
 	}
+	if f := h.FabricAttr.Fabric; f != nil && !f.open() {
+		return nil, "hints FabricAttr.Fabric is not an open fabric"
+	}
+	if d := h.DomainAttr.Domain; d != nil && !d.open() {
+		return nil, "hints DomainAttr.Domain is not an open domain"
+	}
 	if f := h.FabricAttr.Fabric; f != nil && (f.prov.name() != t.FabricAttr.ProvName || f.attr.Name != t.FabricAttr.Name) {
 		return nil, fmt.Sprintf("hints name open fabric %q, not %q", f.attr.Name, t.FabricAttr.Name)
 	}

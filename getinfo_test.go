@@ -109,6 +109,10 @@ func TestGetInfo_UnsupportedHintLeavesProviderOut(t *testing.T) {
 		{"caps RMA not provided", hintsWith(func(h *Info) { h.Caps = Msg | RMA }), nil},
 		{"caps atomic not provided", hintsWith(func(h *Info) { h.Caps = Atomic }), nil},
 		{"caps HMEM not provided", hintsWith(func(h *Info) { h.Caps = Msg | HMEM }), nil},
+		{"secondary shared AV not provided", hintsWith(func(h *Info) { h.Caps = Msg | SharedAV }), nil},
+		{"secondary trigger not provided", hintsWith(func(h *Info) { h.Caps = Msg | Trigger }), nil},
+		{"secondary multi recv provided", hintsWith(func(h *Info) { h.Caps = Msg | MultiRecv }), []string{"shm", "tcp"}},
+		{"unknown cap bit", hintsWith(func(h *Info) { h.Caps = Msg | 1<<63 }), nil},
 		{"read modifier needs RMA", hintsWith(func(h *Info) { h.Caps = Msg | Read }), nil},
 		{"remote comm drops shm", hintsWith(func(h *Info) { h.Caps = Msg | RemoteComm }), []string{"tcp"}},
 		{"addr format IB", hintsWith(func(h *Info) { h.AddrFormat = SockaddrIB }), nil},
@@ -792,4 +796,43 @@ func FuzzGetInfoHints(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestGetInfo_HintAddresses(t *testing.T) {
+	shm := func(h *Info) { h.FabricAttr.ProvName = "shm" }
+	// src_addr hint names the local shm endpoint
+	infos := mustGetInfo(t, "", "", 0, hintsWith(func(h *Info) { shm(h); h.SrcAddr = []byte("fi_shm://me") }))
+	if string(infos[0].SrcAddr) != "fi_shm://me" {
+		t.Fatalf("src = %q", infos[0].SrcAddr)
+	}
+	// ignored with FI_SOURCE, where node/service name the source
+	infos = mustGetInfo(t, "", "ep1", Source, hintsWith(func(h *Info) { shm(h); h.SrcAddr = []byte("fi_shm://me") }))
+	if string(infos[0].SrcAddr) != "fi_shm://ep1" {
+		t.Fatalf("FI_SOURCE src = %q", infos[0].SrcAddr)
+	}
+	// dest_addr hint used when node and service are empty
+	infos = mustGetInfo(t, "", "", 0, hintsWith(func(h *Info) { shm(h); h.DestAddr = []byte("fi_shm://peer") }))
+	if string(infos[0].DestAddr) != "fi_shm://peer" {
+		t.Fatalf("dest = %q", infos[0].DestAddr)
+	}
+	// a tcp src_addr hint selects the interface holding it
+	lo, _ := SockaddrFromAddrPort(netip.MustParseAddrPort("127.0.0.1:5000"))
+	infos = mustGetInfo(t, "", "", 0, hintsWith(func(h *Info) { h.FabricAttr.ProvName = "tcp"; h.SrcAddr = lo }))
+	if len(infos) != 1 || infos[0].FabricAttr.Name != "127.0.0.1/32" {
+		t.Fatalf("src hint 127.0.0.1: %d infos, first %q", len(infos), infos[0].FabricAttr.Name)
+	}
+	if ap, _ := AddrPortFromSockaddr(infos[0].SrcAddr); ap.Port() != 5000 {
+		t.Fatalf("src port lost: %v", ap)
+	}
+	// an unknown local address matches no interface
+	far, _ := SockaddrFromAddrPort(netip.MustParseAddrPort("203.0.113.7:1"))
+	infos, err := GetInfo(v117, "", "", 0, hintsWith(func(h *Info) { h.FabricAttr.ProvName = "tcp"; h.SrcAddr = far }))
+	wantNoData(t, infos, err)
+	// shm cannot reach another host
+	infos, err = GetInfo(v117, "203.0.113.7", "ep", NumericHost, hintsWith(shm))
+	wantNoData(t, infos, err)
+	infos = mustGetInfo(t, "localhost", "ep", 0, hintsWith(shm))
+	if string(infos[0].DestAddr) != "fi_shm://ep" {
+		t.Fatalf("shm localhost dest = %q", infos[0].DestAddr)
+	}
 }

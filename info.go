@@ -105,6 +105,7 @@ const (
 // Mode is the set of libfabric mode bits: requirements a provider places on
 // the application (fi_getinfo(3) MODE). In hints it lists the modes the
 // application supports; the provider clears the ones it does not need.
+// Values are plain integers, safe for concurrent use.
 type Mode uint64
 
 // Mode bits; values equal libfabric's.
@@ -121,6 +122,8 @@ const (
 )
 
 // AddrFormat is the format of addresses (fi_getinfo(3) ADDRESSING FORMATS).
+// Like every enumeration and bit set here, a plain value, safe for
+// concurrent use.
 type AddrFormat uint32
 
 // Address formats; values equal libfabric's enum.
@@ -143,7 +146,8 @@ const (
 	AddrCXI                        // FI_ADDR_CXI
 )
 
-// EpType is an endpoint type (fi_endpoint(3)).
+// EpType is an endpoint type (fi_endpoint(3)); a plain value, safe for
+// concurrent use.
 type EpType int
 
 // Endpoint types; values equal libfabric's.
@@ -156,7 +160,10 @@ const (
 	EpSockDgram                // FI_EP_SOCK_DGRAM
 )
 
-// Protocol is an endpoint protocol (fi_endpoint(3) protocol).
+// Protocol is an endpoint protocol (fi_endpoint(3) protocol); a plain
+// value, safe for concurrent use. gofi's providers report FI_PROTO_SHM and
+// FI_PROTO_SOCK_TCP for their own wire formats, which do not interoperate
+// with libfabric's.
 type Protocol uint32
 
 // Protocols; values equal libfabric's.
@@ -191,7 +198,7 @@ const (
 
 // Threading is a domain threading model (fi_domain(3)). Lower non-zero
 // values are stronger: a provider that supports ThreadSafe supports every
-// other model.
+// other model. A plain value, safe for concurrent use.
 type Threading int
 
 // Threading models; values equal libfabric's.
@@ -204,7 +211,8 @@ const (
 	ThreadEndpoint                    // FI_THREAD_ENDPOINT
 )
 
-// Progress is a progress model (fi_domain(3)).
+// Progress is a progress model (fi_domain(3)); a plain value, safe for
+// concurrent use.
 type Progress int
 
 // Progress models; values equal libfabric's.
@@ -214,7 +222,8 @@ const (
 	ProgressManual                 // FI_PROGRESS_MANUAL: progress happens in the app's calls
 )
 
-// ResourceMgmt is a domain resource-management mode (fi_domain(3)).
+// ResourceMgmt is a domain resource-management mode (fi_domain(3)); a plain
+// value, safe for concurrent use.
 type ResourceMgmt int
 
 // Resource management modes; values equal libfabric's.
@@ -224,7 +233,8 @@ const (
 	RMEnabled                      // FI_RM_ENABLED: queues are protected from overrun
 )
 
-// AVType is an address-vector type (fi_av(3)).
+// AVType is an address-vector type (fi_av(3)); a plain value, safe for
+// concurrent use.
 type AVType int
 
 // AV types; values equal libfabric's.
@@ -236,7 +246,7 @@ const (
 
 // MRMode is the set of memory-registration mode bits (fi_domain(3)
 // mr_mode). gofi has no memory registration (no RMA), so its providers
-// need none of them.
+// need none of them. A plain value, safe for concurrent use.
 type MRMode int
 
 // MR mode bits; values equal libfabric's.
@@ -256,7 +266,8 @@ const (
 	MRCollective MRMode = 1 << 11 // FI_MR_COLLECTIVE
 )
 
-// MsgOrder is the set of message-ordering bits (fi_endpoint(3) msg_order).
+// MsgOrder is the set of message-ordering bits (fi_endpoint(3) msg_order);
+// a plain value, safe for concurrent use.
 type MsgOrder uint64
 
 // Ordering bits; values equal libfabric's.
@@ -284,7 +295,8 @@ const (
 )
 
 // CompOrder is the completion-ordering value (fi_endpoint(3) comp_order):
-// FI_ORDER_NONE, FI_ORDER_STRICT or FI_ORDER_DATA.
+// FI_ORDER_NONE, FI_ORDER_STRICT or FI_ORDER_DATA. A plain value, safe for
+// concurrent use.
 type CompOrder uint64
 
 // Completion orderings; values equal libfabric's.
@@ -294,7 +306,8 @@ const (
 	CompOrderData   CompOrder = 1 << 16
 )
 
-// TrafficClass is a traffic class (tclass); zero is FI_TC_UNSPEC.
+// TrafficClass is a traffic class (tclass); zero is FI_TC_UNSPEC. A plain
+// value, safe for concurrent use.
 type TrafficClass uint32
 
 // Traffic classes; values equal libfabric's.
@@ -334,7 +347,8 @@ type Info struct {
 	Nic        *Nic
 }
 
-// TxAttr holds transmit context attributes (struct fi_tx_attr). Plain data.
+// TxAttr holds transmit context attributes (struct fi_tx_attr). Plain
+// data: not safe for concurrent mutation.
 type TxAttr struct {
 	Caps        Flags
 	Mode        Mode
@@ -348,7 +362,8 @@ type TxAttr struct {
 	TClass      TrafficClass
 }
 
-// RxAttr holds receive context attributes (struct fi_rx_attr). Plain data.
+// RxAttr holds receive context attributes (struct fi_rx_attr). Plain
+// data: not safe for concurrent mutation.
 type RxAttr struct {
 	Caps              Flags
 	Mode              Mode
@@ -360,7 +375,8 @@ type RxAttr struct {
 	IOVLimit          int
 }
 
-// EpAttr holds endpoint attributes (struct fi_ep_attr). Plain data.
+// EpAttr holds endpoint attributes (struct fi_ep_attr). Plain data: not
+// safe for concurrent mutation.
 type EpAttr struct {
 	Type            EpType
 	Protocol        Protocol
@@ -377,7 +393,8 @@ type EpAttr struct {
 	AuthKey         []byte
 }
 
-// DomainAttr holds domain attributes (struct fi_domain_attr). Plain data.
+// DomainAttr holds domain attributes (struct fi_domain_attr). Plain data:
+// not safe for concurrent mutation.
 type DomainAttr struct {
 	Domain          *Domain // in hints: restrict to this open domain
 	Name            string
@@ -408,7 +425,8 @@ type DomainAttr struct {
 	TClass          TrafficClass
 }
 
-// FabricAttr holds fabric attributes (struct fi_fabric_attr). Plain data.
+// FabricAttr holds fabric attributes (struct fi_fabric_attr). Plain data:
+// not safe for concurrent mutation.
 type FabricAttr struct {
 	Fabric      *Fabric // in hints: restrict to this open fabric
 	Name        string  // fabric name, such as "shm" or "127.0.0.1/32"
@@ -418,7 +436,8 @@ type FabricAttr struct {
 }
 
 // Nic describes the network interface behind an info (struct fid_nic).
-// gofi's providers leave Info.Nic nil. Plain data.
+// gofi's providers leave Info.Nic nil. Plain data: not safe for concurrent
+// mutation (nor are DeviceAttr, BusAttr, PCIAttr and LinkAttr).
 type Nic struct {
 	DeviceAttr *DeviceAttr
 	BusAttr    *BusAttr
@@ -426,7 +445,7 @@ type Nic struct {
 	ProvAttr   any
 }
 
-// DeviceAttr describes a NIC device (struct fi_device_attr).
+// DeviceAttr describes a NIC device (struct fi_device_attr). Plain data.
 type DeviceAttr struct {
 	Name          string
 	DeviceID      string
@@ -436,7 +455,7 @@ type DeviceAttr struct {
 	Firmware      string
 }
 
-// BusType is a NIC bus type.
+// BusType is a NIC bus type; a plain value, safe for concurrent use.
 type BusType int
 
 // Bus types; values equal libfabric's.
@@ -445,13 +464,13 @@ const (
 	BusPCI                   // FI_BUS_PCI
 )
 
-// BusAttr describes a NIC's bus (struct fi_bus_attr).
+// BusAttr describes a NIC's bus (struct fi_bus_attr). Plain data.
 type BusAttr struct {
 	BusType BusType
 	PCI     PCIAttr
 }
 
-// PCIAttr is a PCI address (struct fi_pci_attr).
+// PCIAttr is a PCI address (struct fi_pci_attr). Plain data.
 type PCIAttr struct {
 	DomainID   uint16
 	BusID      uint8
@@ -459,7 +478,7 @@ type PCIAttr struct {
 	FunctionID uint8
 }
 
-// LinkState is a NIC link state.
+// LinkState is a NIC link state; a plain value, safe for concurrent use.
 type LinkState int
 
 // Link states; values equal libfabric's.
@@ -469,7 +488,7 @@ const (
 	LinkUp                       // FI_LINK_UP
 )
 
-// LinkAttr describes a NIC's link (struct fi_link_attr).
+// LinkAttr describes a NIC's link (struct fi_link_attr). Plain data.
 type LinkAttr struct {
 	Address     string
 	MTU         int

@@ -83,7 +83,7 @@ func (p shmProv) getInfo(req *infoReq) ([]*provInfo, error) {
 		}
 	}
 	h := req.hints
-	if src == nil && h.SrcAddr != nil {
+	if src == nil && req.flags&Source == 0 && h.SrcAddr != nil {
 		a, err := shmParseAddr(h.SrcAddr)
 		if err != nil {
 			return nil, err

@@ -500,3 +500,98 @@ func ToStr(v any) string {
 func VersionString() string {
 	return fmt.Sprintf("%d.%d.%d", MajorVersion, MinorVersion, RevisionVersion)
 }
+
+// flagNames maps every spelling ParseFlags accepts to its bits: the names
+// String prints plus libfabric's aliases.
+var flagNames = func() map[string]Flags {
+	m := map[string]Flags{}
+	for _, tab := range [][]bitName{capNames, opFlagNames} {
+		for _, b := range tab {
+			m[b.name] = Flags(b.bit)
+		}
+	}
+	for n, f := range map[string]Flags{
+		"FI_ATOMICS": Atomic, "FI_TRANSMIT": Transmit, "FI_EVENT": Completion,
+		"FI_SELECTIVE_COMPLETION": SelectiveCompletion, "FI_SYMMETRIC": Symmetric, "FI_SYNC_ERR": SyncErr,
+		"FI_UNIVERSE": Universe, "FI_XPU_TRIGGER": XPU,
+	} {
+		m[n] = f
+	}
+	return m
+}()
+
+// splitNames splits "A|B", "A | B", "A, B" or "[ A, B ]" into names.
+func splitNames(s string) []string {
+	s = strings.TrimSpace(s)
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")
+	return strings.FieldsFunc(s, func(r rune) bool { return r == '|' || r == ',' || r == ' ' || r == '\t' })
+}
+
+// parseBits parses a set of names (or 0x hex values) against names.
+func parseBits(op, s string, lookup func(string) (uint64, bool)) (uint64, error) {
+	var v uint64
+	for _, n := range splitNames(s) {
+		if b, ok := lookup(strings.ToUpper(n)); ok {
+			v |= b
+			continue
+		}
+		if strings.HasPrefix(n, "0x") {
+			if b, err := strconv.ParseUint(n[2:], 16, 64); err == nil {
+				v |= b
+				continue
+			}
+		}
+		return 0, opErr(op, ErrInval, "unrecognized name %q", n)
+	}
+	return v, nil
+}
+
+// ParseFlags parses capability and operation-flag names as String and
+// fi_info print them ("FI_MSG|FI_TAGGED", "FI_MSG | FI_TAGGED",
+// "[ FI_MSG, FI_TAGGED ]"), case-insensitively, plus libfabric's aliases
+// (FI_TRANSMIT, FI_SELECTIVE_COMPLETION, ...) and 0x hex values. An
+// unknown name gives ErrInval; "" gives 0.
+func ParseFlags(s string) (Flags, error) {
+	v, err := parseBits("ParseFlags", s, func(n string) (uint64, bool) {
+		f, ok := flagNames[n]
+		return uint64(f), ok
+	})
+	return Flags(v), err
+}
+
+// ParseMode parses mode names ("FI_CONTEXT|FI_MSG_PREFIX") like ParseFlags.
+func ParseMode(s string) (Mode, error) {
+	v, err := parseBits("ParseMode", s, func(n string) (uint64, bool) {
+		for _, b := range modeNames {
+			if b.name == n {
+				return b.bit, true
+			}
+		}
+		return 0, false
+	})
+	return Mode(v), err
+}
+
+func parseEnum(op, s string, names []string) (int, error) {
+	n := strings.ToUpper(strings.TrimSpace(s))
+	for i, name := range names {
+		if name == n {
+			return i, nil
+		}
+	}
+	return 0, opErr(op, ErrInval, "unrecognized name %q", s)
+}
+
+// ParseEpType parses an endpoint type name such as "FI_EP_RDM"; an
+// unknown name gives ErrInval.
+func ParseEpType(s string) (EpType, error) {
+	v, err := parseEnum("ParseEpType", s, epTypeNames)
+	return EpType(v), err
+}
+
+// ParseAddrFormat parses an address format name such as "FI_SOCKADDR_IN";
+// an unknown name gives ErrInval.
+func ParseAddrFormat(s string) (AddrFormat, error) {
+	v, err := parseEnum("ParseAddrFormat", s, addrFormatNames)
+	return AddrFormat(v), err
+}
