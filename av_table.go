@@ -1,0 +1,396 @@
+package fi
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+	"net/netip"
+	"sort"
+)
+
+// Storage of a private (unnamed) AV.
+//
+// Fixed-size formats (sockaddr_in: 16 bytes, sockaddr_in6 and Sockaddr:
+// 28 bytes) keep entries in pages of avPageSize slots, allocated when a
+// slot in them is first used: index i lives at pages[i>>avPageShift] at
+// offset (i & (avPageSize-1)) * stride. FI_ADDR_STR entries are variable
+// length and kept one slice each. Bitmaps say which indices are in use and
+// which belong to a compact symmetric range (InsertSym on an AV opened with
+// fi.Symmetric): those have no per-entry bytes at all; their address is
+// computed from the range record.
+//
+// The reverse index (address -> index, for FI_SOURCE) is an open-addressed
+// hash table of uint32 slots holding index+1 (0 empty, avTomb removed),
+// keyed by maphash of the stored bytes and compared against storage, so it
+// costs 4 bytes per slot and no allocation per entry.
+//
+// Memory per IPv4 entry: 16 bytes of page + 4 / load (load 3/8..3/4, so
+// 5.3 to 10.7 bytes) of reverse index + 2 bits, about 22-27 bytes; a compact
+// range costs 2 bits per entry plus one range record.
+//
+// avTable is not safe for concurrent use; AV serialises access.
+
+const (
+	avPageShift = 12
+	avPageSize  = 1 << avPageShift
+	// avIndexLimit bounds indices: below 2^32 (see maxAVIndex) and so that
+	// index+1 fits a reverse-index slot without meeting avTomb.
+	avIndexLimit = 1<<32 - 2
+	avTomb       = ^uint32(0)
+	// maxSockaddrLen is the largest fixed-size address (sockaddr_in6).
+	maxSockaddrLen = sizeofSockI6
+)
+
+// avRange is a compact symmetric range: nodes consecutive IP addresses
+// from base, each with svcs consecutive ports from port, at indices
+// start.. start+nodes*svcs-1, all ports of a node before the next node.
+type avRange struct {
+	start, n uint64
+	svcs     uint64
+	hi, lo   uint64 // base IP as a 128-bit number (IPv4 in lo)
+	is4      bool
+	port     uint16
+	scope    uint32 // IPv6 scope id
+}
+
+type avTable struct {
+	format    AddrFormat
+	stride    int      // bytes per slot, 0 for variable-length (AddrStr)
+	pages     [][]byte // fixed-size storage
+	vars      [][]byte // variable-length storage
+	validBits []uint64
+	rangeBits []uint64
+	ranges    []avRange // sorted by start
+	hw        uint64    // one past the highest index ever used
+	lowFree   uint64    // no unused index below this
+	live      int
+
+	seed  maphash.Seed
+	slots []uint32 // reverse index, power-of-two length
+	used  int      // live slots
+	tombs int
+}
+
+func newAVTable(format AddrFormat, hint int) *avTable {
+	t := &avTable{format: format, seed: maphash.MakeSeed()}
+	switch format {
+	case SockaddrIn:
+		t.stride = sizeofSockIn
+	case SockaddrIn6, Sockaddr:
+		t.stride = sizeofSockI6
+	}
+	n := 16
+	for n < hint*2 && n < 1<<30 {
+		n *= 2
+	}
+	t.slots = make([]uint32, n)
+	return t
+}
+
+func bitGet(b []uint64, i uint64) bool {
+	return i/64 < uint64(len(b)) && b[i/64]&(1<<(i%64)) != 0
+}
+
+func bitSet(b *[]uint64, i uint64) {
+	for i/64 >= uint64(len(*b)) {
+		*b = append(*b, 0)
+	}
+	(*b)[i/64] |= 1 << (i % 64)
+}
+
+func bitClear(b []uint64, i uint64) {
+	if i/64 < uint64(len(b)) {
+		b[i/64] &^= 1 << (i % 64)
+	}
+}
+
+func (t *avTable) valid(i uint64) bool { return i < t.hw && bitGet(t.validBits, i) }
+
+// lowestFree returns the lowest unused index (at most hw).
+func (t *avTable) lowestFree() uint64 {
+	w := t.lowFree / 64
+	for ; w < uint64(len(t.validBits)); w++ {
+		x := t.validBits[w]
+		if w == t.lowFree/64 {
+			x |= 1<<(t.lowFree%64) - 1 // bits below lowFree are known used
+		}
+		if x != ^uint64(0) {
+			i := w*64 + uint64(bits.TrailingZeros64(^x))
+			t.lowFree = i
+			return min(i, t.hw)
+		}
+	}
+	i := max(uint64(len(t.validBits))*64, t.lowFree)
+	t.lowFree = i
+	return min(i, t.hw)
+}
+
+// insert stores the canonical address b at the lowest unused index.
+func (t *avTable) insert(b []byte) (uint64, error) {
+	i := t.lowestFree()
+	if i >= avIndexLimit {
+		return 0, errAVFull
+	}
+	if t.stride > 0 {
+		p := i >> avPageShift
+		for p >= uint64(len(t.pages)) {
+			t.pages = append(t.pages, nil)
+		}
+		if t.pages[p] == nil {
+			t.pages[p] = make([]byte, avPageSize*t.stride)
+		}
+		off := int(i&(avPageSize-1)) * t.stride
+		slot := t.pages[p][off : off+t.stride]
+		clear(slot)
+		copy(slot, b)
+	} else {
+		for i >= uint64(len(t.vars)) {
+			t.vars = append(t.vars, nil)
+		}
+		t.vars[i] = bytes.Clone(b)
+	}
+	bitSet(&t.validBits, i)
+	bitClear(t.rangeBits, i)
+	if i >= t.hw {
+		t.hw = i + 1
+	}
+	t.lowFree = i + 1
+	t.live++
+	t.revAdd(i)
+	return i, nil
+}
+
+// remove frees index i (valid(i) holds).
+func (t *avTable) remove(i uint64) {
+	if !bitGet(t.rangeBits, i) {
+		t.revRemove(i)
+		if t.stride == 0 {
+			t.vars[i] = nil
+		}
+	}
+	bitClear(t.validBits, i)
+	t.live--
+	t.lowFree = min(t.lowFree, i)
+}
+
+// get returns the address at i: a slice of storage, or for an entry of a
+// compact range its encoding in scratch (len >= maxSockaddrLen).
+func (t *avTable) get(i uint64, scratch []byte) ([]byte, bool) {
+	if i >= t.hw || i/64 >= uint64(len(t.validBits)) || t.validBits[i/64]&(1<<(i%64)) == 0 {
+		return nil, false
+	}
+	if bitGet(t.rangeBits, i) {
+		return t.rangeGet(i, scratch)
+	}
+	if t.stride == 0 {
+		return t.vars[i], true
+	}
+	off := int(i&(avPageSize-1)) * t.stride
+	slot := t.pages[i>>avPageShift][off : off+t.stride]
+	if t.format == Sockaddr && binary.LittleEndian.Uint16(slot) == afInet {
+		return slot[:sizeofSockIn], true
+	}
+	return slot, true
+}
+
+// stored returns the bytes kept for a non-range entry i.
+func (t *avTable) stored(i uint64) []byte {
+	b, _ := t.get(i, nil)
+	return b
+}
+
+func (t *avTable) hash(b []byte) uint64 { return maphash.Bytes(t.seed, b) }
+
+func (t *avTable) revAdd(i uint64) {
+	if (t.used+t.tombs+1)*4 > len(t.slots)*3 {
+		t.rehash()
+	}
+	mask := uint64(len(t.slots) - 1)
+	for h := t.hash(t.stored(i)) & mask; ; h = (h + 1) & mask {
+		if s := t.slots[h]; s == 0 || s == avTomb {
+			if s == avTomb {
+				t.tombs--
+			}
+			t.slots[h] = uint32(i + 1)
+			t.used++
+			return
+		}
+	}
+}
+
+func (t *avTable) revRemove(i uint64) {
+	mask := uint64(len(t.slots) - 1)
+	for h := t.hash(t.stored(i)) & mask; t.slots[h] != 0; h = (h + 1) & mask {
+		if uint64(t.slots[h]) == i+1 {
+			t.slots[h] = avTomb
+			t.used--
+			t.tombs++
+			return
+		}
+	}
+}
+
+// rehash rebuilds the reverse index at a load of at most 3/8.
+func (t *avTable) rehash() {
+	n := 16
+	for n*3 < (t.used+1)*8 {
+		n *= 2
+	}
+	old := t.slots
+	t.slots = make([]uint32, n)
+	t.used, t.tombs = 0, 0
+	mask := uint64(n - 1)
+	for _, s := range old {
+		if s == 0 || s == avTomb {
+			continue
+		}
+		for h := t.hash(t.stored(uint64(s-1))) & mask; ; h = (h + 1) & mask {
+			if t.slots[h] == 0 {
+				t.slots[h] = s
+				t.used++
+				break
+			}
+		}
+	}
+}
+
+// find returns the lowest-probe index holding addr, or the index of addr
+// in a compact range.
+func (t *avTable) find(addr []byte) (uint64, bool) {
+	if len(t.slots) > 0 {
+		mask := uint64(len(t.slots) - 1)
+		for h := t.hash(addr) & mask; t.slots[h] != 0; h = (h + 1) & mask {
+			s := t.slots[h]
+			if s != avTomb && bytes.Equal(t.stored(uint64(s-1)), addr) {
+				return uint64(s - 1), true
+			}
+		}
+	}
+	if len(t.ranges) > 0 {
+		return t.rangeFind(addr)
+	}
+	return 0, false
+}
+
+// ipWords turns ip into a 128-bit number.
+func ipWords(ip netip.Addr) (hi, lo uint64) {
+	if ip.Is4() {
+		a := ip.As4()
+		return 0, uint64(binary.BigEndian.Uint32(a[:]))
+	}
+	a := ip.As16()
+	return binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+}
+
+// insertRange stores nodes x svcs addresses as one compact range, when
+// the unused indices are exactly those from hw on (no holes below); ok is
+// false otherwise and the caller inserts them one by one.
+func (t *avTable) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bool) {
+	if t.stride == 0 || t.lowestFree() != t.hw {
+		return 0, false
+	}
+	n := nodes * svcs
+	if n == 0 || n/svcs != nodes || t.hw+n > avIndexLimit {
+		return 0, false
+	}
+	ip := base.Addr()
+	if t.format == SockaddrIn && !ip.Is4() || t.format == SockaddrIn6 && ip.Is4() {
+		return 0, false
+	}
+	r := avRange{start: t.hw, n: n, svcs: svcs, is4: ip.Is4(), port: base.Port()}
+	r.hi, r.lo = ipWords(ip)
+	if z := ip.Zone(); z != "" {
+		b, err := SockaddrFromAddrPort(base)
+		if err != nil {
+			return 0, false
+		}
+		r.scope = binary.LittleEndian.Uint32(b[24:])
+	}
+	for i := r.start; i < r.start+n; {
+		if i%64 == 0 && r.start+n-i >= 64 {
+			for i/64 >= uint64(len(t.validBits)) {
+				t.validBits = append(t.validBits, 0)
+			}
+			for i/64 >= uint64(len(t.rangeBits)) {
+				t.rangeBits = append(t.rangeBits, 0)
+			}
+			t.validBits[i/64] = ^uint64(0)
+			t.rangeBits[i/64] = ^uint64(0)
+			i += 64
+			continue
+		}
+		bitSet(&t.validBits, i)
+		bitSet(&t.rangeBits, i)
+		i++
+	}
+	t.ranges = append(t.ranges, r)
+	t.hw += n
+	t.lowFree = t.hw
+	t.live += int(n)
+	return r.start, true
+}
+
+func (t *avTable) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
+	k := sort.Search(len(t.ranges), func(k int) bool { return t.ranges[k].start+t.ranges[k].n > i })
+	if k == len(t.ranges) || t.ranges[k].start > i || len(scratch) < maxSockaddrLen {
+		return nil, false
+	}
+	r := &t.ranges[k]
+	off := i - r.start
+	node, svc := off/r.svcs, off%r.svcs
+	lo, c := bits.Add64(r.lo, node, 0)
+	hi := r.hi + c
+	port := uint16(uint64(r.port) + svc)
+	if r.is4 {
+		b := scratch[:sizeofSockIn]
+		clear(b)
+		binary.LittleEndian.PutUint16(b, afInet)
+		binary.BigEndian.PutUint16(b[2:], port)
+		binary.BigEndian.PutUint32(b[4:], uint32(lo))
+		return b, true
+	}
+	b := scratch[:sizeofSockI6]
+	clear(b)
+	binary.LittleEndian.PutUint16(b, afInet6)
+	binary.BigEndian.PutUint16(b[2:], port)
+	binary.BigEndian.PutUint64(b[8:], hi)
+	binary.BigEndian.PutUint64(b[16:], lo)
+	binary.LittleEndian.PutUint32(b[24:], r.scope)
+	return b, true
+}
+
+func (t *avTable) rangeFind(addr []byte) (uint64, bool) {
+	ap, err := AddrPortFromSockaddr(addr)
+	if err != nil {
+		return 0, false
+	}
+	hi, lo := ipWords(ap.Addr())
+	is4 := ap.Addr().Is4()
+	for k := range t.ranges {
+		r := &t.ranges[k]
+		if r.is4 != is4 {
+			continue
+		}
+		dlo, b := bits.Sub64(lo, r.lo, 0)
+		dhi := hi - r.hi - b
+		if dhi != 0 || dlo >= r.n/r.svcs {
+			continue
+		}
+		ds := uint64(ap.Port() - r.port)
+		if ap.Port() < r.port || ds >= r.svcs {
+			continue
+		}
+		i := r.start + dlo*r.svcs + ds
+		if t.valid(i) && bitGet(t.rangeBits, i) {
+			if !is4 {
+				var tmp [maxSockaddrLen]byte
+				if b, ok := t.rangeGet(i, tmp[:]); !ok || !bytes.Equal(b, addr) {
+					continue
+				}
+			}
+			return i, true
+		}
+	}
+	return 0, false
+}
