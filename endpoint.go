@@ -154,7 +154,7 @@ func (ep *Endpoint) BindAV(av *AV) error {
 		return opErr(op, ErrOpBadState, "endpoint already enabled")
 	case ep.av != nil:
 		return opErr(op, ErrInval, "an AV is already bound")
-	case av.domain() != ep.dom:
+	case av.dom != ep.dom:
 		return opErr(op, ErrInval, "AV belongs to another domain")
 	}
 	if err := av.bind(ep); err != nil {
@@ -213,7 +213,7 @@ func (ep *Endpoint) Enable() error {
 	}
 	cfg := engine.Config{
 		Transport:    ep.tr,
-		Addrs:        avBook{ep.av},
+		Addrs:        &avBook{av: ep.av},
 		Serial:       ep.dom.serial(),
 		TxSelective:  ep.txSel,
 		RxSelective:  ep.rxSel,
@@ -237,7 +237,6 @@ func (ep *Endpoint) Enable() error {
 	for _, cq := range ep.cqs() {
 		cq.eng.Bind(eng, eng.Waiter())
 	}
-	ep.av.onChange(ep, eng.AddrChanged)
 	ep.enabled = true
 	return nil
 }
@@ -366,7 +365,7 @@ func (ep *Endpoint) send(iov [][]byte, dest Addr, kind transport.Kind, tag, data
 	if flags&Inject != 0 && n > ep.injectSize {
 		return errInject
 	}
-	a, group := splitGroup(dest)
+	a, group := splitGroupAddr(dest)
 	c := ep.eng.Send(&engine.SendArgs{IOV: iov, Dest: uint64(a), Group: group, Kind: kind,
 		Tag: tag, Data: data, Flags: uint64(flags), Ctx: ctx})
 	return codeErr(c)
@@ -376,9 +375,9 @@ func (ep *Endpoint) recv(iov [][]byte, src Addr, kind transport.Kind, tag, ignor
 	if len(iov) > ep.iovLimit {
 		return errIOVLimit
 	}
-	s, group := splitGroup(src)
+	s, group := splitGroupAddr(src)
 	if src == AddrUnspec {
-		s = AddrUnspec
+		s, group = AddrUnspec, 0
 	}
 	c := ep.eng.Recv(&engine.RecvArgs{IOV: iov, Src: uint64(s), Group: group, Kind: kind,
 		Tag: tag, Ignore: ignore, Flags: uint64(flags), Ctx: ctx})
@@ -581,9 +580,21 @@ func (ep *Endpoint) Cancel(ctx any) error {
 	return nil
 }
 
-// avBook adapts an AV to the engine's AddrBook.
-type avBook struct{ av *AV }
+// avChanged drops the engine's address caches after the bound AV changed
+// (the AV calls it after every insert or remove).
+func (ep *Endpoint) avChanged(*AV) {
+	if ep.eng != nil {
+		ep.eng.AddrChanged()
+	}
+}
 
-func (b avBook) Lookup(a uint64) ([]byte, bool) { return b.av.lookupBytes(Addr(a)) }
+// avBook adapts an AV to the engine's AddrBook. The engine calls it on its
+// serialised path, so the scratch buffer is not shared concurrently.
+type avBook struct {
+	av      *AV
+	scratch [maxSockaddrLen]byte
+}
 
-func (b avBook) Reverse(addr []byte) (uint64, bool) { return b.av.reverse(addr) }
+func (b *avBook) Lookup(a uint64) ([]byte, bool) { return b.av.lookupBytes(Addr(a), b.scratch[:0]) }
+
+func (b *avBook) Reverse(addr []byte) (uint64, bool) { return b.av.reverse(addr) }

@@ -1,0 +1,108 @@
+package fi
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+)
+
+// openShm opens an shm fabric, domain, AV, CQ and enabled endpoint.
+type shmNode struct {
+	fab *Fabric
+	dom *Domain
+	av  *AV
+	cq  *CQ
+	ep  *Endpoint
+}
+
+func openShmNode(t *testing.T, caps Flags) *shmNode {
+	t.Helper()
+	hints := AllocInfo()
+	hints.Caps = caps
+	hints.EpAttr.Type = EpRDM
+	hints.FabricAttr.ProvName = "shm"
+	infos, err := GetInfo(Version(2, 0), "", "", 0, hints)
+	if err != nil {
+		t.Fatalf("GetInfo: %v", err)
+	}
+	n := &shmNode{}
+	if n.fab, err = OpenFabric(infos[0].FabricAttr); err != nil {
+		t.Fatal(err)
+	}
+	if n.dom, err = n.fab.OpenDomain(infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	if n.av, err = n.dom.OpenAV(&AVAttr{Type: AVTable}); err != nil {
+		t.Fatal(err)
+	}
+	if n.cq, err = n.dom.OpenCQ(&CQAttr{Format: CQFormatTagged}); err != nil {
+		t.Fatal(err)
+	}
+	if n.ep, err = n.dom.OpenEndpoint(infos[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err = n.ep.BindAV(n.av); err != nil {
+		t.Fatal(err)
+	}
+	if err = n.ep.BindCQ(n.cq, Transmit|Recv); err != nil {
+		t.Fatal(err)
+	}
+	if err = n.ep.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		n.ep.Close()
+		n.cq.Close()
+		n.av.Close()
+		n.dom.Close()
+		n.fab.Close()
+	})
+	return n
+}
+
+func TestShmEndToEndInProcess(t *testing.T) {
+	a := openShmNode(t, Msg|Tagged|Source)
+	b := openShmNode(t, Msg|Tagged|Source)
+	nameB, _ := b.ep.Name()
+	nameA, _ := a.ep.Name()
+	toB, err := a.av.Insert([][]byte{nameB}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromA, err := b.av.Insert([][]byte{nameA}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, size := range []int{0, 8, 4096, 100000, 1 << 20} {
+		msg := bytes.Repeat([]byte{byte(size)}, size)
+		buf := make([]byte, size)
+		if err := b.ep.TRecv(buf, AddrUnspec, 42, 0, "rx"); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.ep.TSend(msg, toB[0], 42, "tx"); err != nil {
+			t.Fatal(err)
+		}
+		var e [1]CQEntry
+		gotTx, gotRx := false, false
+		deadline := time.Now().Add(10 * time.Second)
+		for !(gotTx && gotRx) && time.Now().Before(deadline) {
+			if n, err := a.cq.Read(e[:]); n == 1 {
+				gotTx = e[0].Context == "tx"
+			} else if !errors.Is(err, ErrAgain) {
+				t.Fatal(err)
+			}
+			if n, err := b.cq.Read(e[:]); n == 1 {
+				gotRx = true
+				if e[0].Context != "rx" || e[0].Len != size || e[0].Tag != 42 || e[0].Src != fromA[0] {
+					t.Fatalf("size %d: completion %+v", size, e[0])
+				}
+			} else if !errors.Is(err, ErrAgain) {
+				t.Fatal(err)
+			}
+		}
+		if !gotTx || !gotRx || !bytes.Equal(buf, msg) {
+			t.Fatalf("size %d: tx %v rx %v data ok %v", size, gotTx, gotRx, bytes.Equal(buf, msg))
+		}
+	}
+}
