@@ -64,7 +64,9 @@ func NewDoorbell(b []byte, off int) (*Doorbell, error) {
 // timeout.
 //
 // The caller's publish must be a sync/atomic store or read-modify-write
-// (sequentially consistent), as package ring's are.
+// (sequentially consistent), as package ring's are. Ring reads the
+// receiver's mapping: a sender that must survive a receiver shrinking its
+// file calls it within its own Guard.
 func (d *Doorbell) Ring() error {
 	fence()
 	if d.waiters.Load() == 0 {

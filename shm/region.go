@@ -243,8 +243,16 @@ func putName(b []byte, s string) {
 
 // Post claims a free slot, writes req into it, publishes it, bumps the
 // connection sequence and rings the doorbell. It returns the slot index, or
-// ErrQueueFull when no slot is free.
-func (q *ConnQueue) Post(req ConnRequest) (int, error) {
+// ErrQueueFull when no slot is free. Like Reply and Release it runs under
+// Guard: the queue lives in another process's file.
+func (q *ConnQueue) Post(req ConnRequest) (slot int, err error) {
+	if ferr := Guard(func() { slot, err = q.post(req) }); ferr != nil {
+		return -1, ferr
+	}
+	return slot, err
+}
+
+func (q *ConnQueue) post(req ConnRequest) (int, error) {
 	if err := ValidName(req.SenderName); err != nil {
 		return -1, fmt.Errorf("shm: post sender: %w", err)
 	}
@@ -287,6 +295,13 @@ func (q *ConnQueue) Post(req ConnRequest) (int, error) {
 // slot i: done is false while it is still pending. It fails if the slot no
 // longer holds this process's request (it was swept or released).
 func (q *ConnQueue) Reply(i int) (rep ConnReply, done bool, err error) {
+	if ferr := Guard(func() { rep, done, err = q.reply(i) }); ferr != nil {
+		return ConnReply{}, false, ferr
+	}
+	return rep, done, err
+}
+
+func (q *ConnQueue) reply(i int) (rep ConnReply, done bool, err error) {
 	if i < 0 || i >= q.n {
 		return rep, false, fmt.Errorf("%w: slot %d of %d", ErrSize, i, q.n)
 	}
@@ -308,7 +323,14 @@ func (q *ConnQueue) Reply(i int) (rep ConnReply, done bool, err error) {
 // Release frees slot i if it holds this process's request (posted, answered
 // or not). Releasing a posted, unanswered request withdraws it: the
 // receiver's Accept then fails.
-func (q *ConnQueue) Release(i int) error {
+func (q *ConnQueue) Release(i int) (err error) {
+	if ferr := Guard(func() { err = q.release(i) }); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+func (q *ConnQueue) release(i int) error {
 	if i < 0 || i >= q.n {
 		return fmt.Errorf("%w: slot %d of %d", ErrSize, i, q.n)
 	}
@@ -512,8 +534,16 @@ func (t *PeerTable) Clear(i int) error {
 }
 
 // Get returns slot i; ok is false when it is free. A slot being rewritten
-// or holding inconsistent fields is an error (ErrNotReady, ErrCorrupt).
+// or holding inconsistent fields is an error (ErrNotReady, ErrCorrupt). It
+// runs under Guard, since senders read it from the receiver's file.
 func (t *PeerTable) Get(i int) (p PeerInfo, ok bool, err error) {
+	if ferr := Guard(func() { p, ok, err = t.get(i) }); ferr != nil {
+		return PeerInfo{}, false, ferr
+	}
+	return p, ok, err
+}
+
+func (t *PeerTable) get(i int) (p PeerInfo, ok bool, err error) {
 	if i < 0 || i >= t.n {
 		return p, false, fmt.Errorf("%w: peer slot %d of %d", ErrSize, i, t.n)
 	}
