@@ -66,8 +66,8 @@ func TestShmDoorbellBenchChild(t *testing.T) {
 	for i := uint32(1); ; i++ {
 		cond := func() bool { return w.ping.Load() >= i }
 		var ok bool
-		if mode == "idle" {
-			ok, err = shm.DefaultIdle.Wait(w.bell, shmBellLost, cond)
+		if idle, isIdle := shmBellIdle[mode]; isIdle {
+			ok, err = idle.Wait(w.bell, shmBellLost, cond)
 		} else {
 			ok, err = w.bell.Wait(shmBellLost, cond)
 		}
@@ -80,7 +80,7 @@ func TestShmDoorbellBenchChild(t *testing.T) {
 }
 
 func BenchmarkShmDoorbellWake(b *testing.B) {
-	for _, mode := range []string{"futex", "idle", "unixsock"} {
+	for _, mode := range []string{"futex", "idle", "spin", "unixsock"} {
 		b.Run(mode, func(b *testing.B) {
 			var elapsed time.Duration
 			if mode == "unixsock" {
@@ -147,8 +147,8 @@ func shmBellDoorbell(b *testing.B, mode string) time.Duration {
 		}
 		cond := func() bool { return w.pong.Load() >= i }
 		var ok bool
-		if mode == "idle" {
-			ok, err = shm.DefaultIdle.Wait(self, shmBellLost, cond)
+		if idle, isIdle := shmBellIdle[mode]; isIdle {
+			ok, err = idle.Wait(self, shmBellLost, cond)
 		} else {
 			ok, err = self.Wait(shmBellLost, cond)
 		}
@@ -207,3 +207,10 @@ func shmBellSocket(b *testing.B) time.Duration {
 }
 
 const shmBellStop = ^uint32(0)
+
+// shmBellIdle holds the idle policies measured besides a plain futex
+// sleep: shm.DefaultIdle, and a longer pure spin.
+var shmBellIdle = map[string]shm.Idle{
+	"idle": shm.DefaultIdle,
+	"spin": {Spins: 1 << 14},
+}

@@ -137,9 +137,12 @@ type Idle struct {
 	Yields int // polls separated by runtime.Gosched before sleeping
 }
 
-// DefaultIdle spins for roughly a microsecond or two, yields a few times and
-// then sleeps: a wake-up costs microseconds, so short gaps are polled.
-var DefaultIdle = Idle{Spins: 256, Yields: 16}
+// DefaultIdle polls for about a microsecond (a responsive peer on another
+// core answers within 0.1-0.4 us), yields twice for goroutines of this
+// process, then sleeps: a futex wake-up costs about 3 us here, so only
+// short gaps are worth polling. On an oversubscribed machine spinning
+// delays the peer; the engine may tune this (BenchmarkShmDoorbellWake).
+var DefaultIdle = Idle{Spins: 512, Yields: 2}
 
 // Wait returns true as soon as cond does, false once timeout has passed
 // (spinning and yielding count against it). It does not allocate.

@@ -393,3 +393,37 @@ func TestSignalCleanup_RemovesFilesAndDiesOfTheSignal(t *testing.T) {
 		})
 	}
 }
+
+// Without O_TMPFILE the segment is built under a temporary name: the result
+// is the same (private, locked, published whole) and no temporary is left.
+func TestCreateSegment_WithoutOTmpfileLeavesNoTemporary(t *testing.T) {
+	dir := testDir(t)
+	noTmpfile = true
+	defer func() { noTmpfile = false }()
+	r, err := CreateRegion(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenRegion(r.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if ok, err := Alive(r.Name()); !ok || err != nil {
+		t.Errorf("Alive = %v, %v", ok, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != r.Name() {
+		t.Errorf("directory holds %v, want only %s", ents, r.Name())
+	}
+	if _, err := CreateSegment(r.Name(), 4096); !errors.Is(err, os.ErrExist) {
+		t.Errorf("create over an existing name: %v", err)
+	}
+	r.Close()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+	if Owned() != 0 {
+		t.Errorf("registry still holds %d paths", Owned())
+	}
+}
