@@ -241,8 +241,9 @@ func putName(b []byte, s string) {
 	copy(b[:nameField], s)
 }
 
-// Post claims a free slot, writes req into it, publishes it, bumps the
-// connection sequence and rings the doorbell. It returns the slot index, or
+// Post claims a free slot, writes req into it (SenderPID is always the
+// caller's pid, whatever req says), publishes it, bumps the connection
+// sequence and rings the doorbell. It returns the slot index, or
 // ErrQueueFull when no slot is free. Like Reply and Release it runs under
 // Guard: the queue lives in another process's file.
 func (q *ConnQueue) Post(req ConnRequest) (slot int, err error) {
@@ -259,10 +260,11 @@ func (q *ConnQueue) post(req ConnRequest) (int, error) {
 	if err := ValidName(req.RingName); err != nil {
 		return -1, fmt.Errorf("shm: post ring: %w", err)
 	}
-	if req.SenderPID <= 0 || req.SenderPID > 1<<31-1 || req.RingSize <= 0 || req.RingSize > MaxSegmentSize {
-		return -1, fmt.Errorf("%w: post pid %d ring size %d", ErrSize, req.SenderPID, req.RingSize)
+	if req.RingSize <= 0 || req.RingSize > MaxSegmentSize {
+		return -1, fmt.Errorf("%w: post ring size %d", ErrSize, req.RingSize)
 	}
 	pid := uint64(os.Getpid())
+	req.SenderPID = int(pid)
 	for i := 0; i < q.n; i++ {
 		w := q.word(i)
 		old := w.Load()

@@ -254,7 +254,6 @@ func TestConnQueue_PostRefusesBadRequests(t *testing.T) {
 	for _, mod := range []func(*ConnRequest){
 		func(c *ConnRequest) { c.SenderName = "x/y" },
 		func(c *ConnRequest) { c.RingName = "" },
-		func(c *ConnRequest) { c.SenderPID = 0 },
 		func(c *ConnRequest) { c.RingSize = 0 },
 		func(c *ConnRequest) { c.RingSize = MaxSegmentSize + 1 },
 	} {
