@@ -32,10 +32,19 @@ type Config struct {
 //   - The sender polls Reply, learns its peer index i and Releases the slot.
 //     From then on, after publishing into its ring it sets bit i in
 //     Bitmap() (package ring's bitmap type) and calls Doorbell().Ring().
+//     A sender may publish before it is accepted: the receiver looks at a
+//     newly accepted ring once without waiting for its bit.
 //   - The receiver's progress visits only the rings whose bits are set and
 //     sleeps with Doorbell().Wait or DefaultIdle.Wait.
+//   - Large messages: the ring record carries the sender's pid, buffer
+//     address and length; the receiver pulls with ReadPeer straight into
+//     the posted buffer and acknowledges through the ring file (it maps it
+//     read-write); on ErrPeerDenied it asks for segments instead from then
+//     on. ProbeCMA says whether and from which size this pays.
 //   - Liveness: the receiver tests a peer with the ring Segment's Alive; a
-//     sender tests the receiver with Region.Alive.
+//     sender tests the receiver with Region.Alive. The receiver calls
+//     ConnQueue().Sweep now and then so a sender killed mid-request frees
+//     its slot. Code touching another process's file runs under Guard.
 //
 // A Region is safe for concurrent use; the mapped memory it hands out is
 // valid until Close.
