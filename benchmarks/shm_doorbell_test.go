@@ -214,3 +214,37 @@ var shmBellIdle = map[string]shm.Idle{
 	"idle": shm.DefaultIdle,
 	"spin": {Spins: 1 << 14},
 }
+
+// The sender's per-message cost when nobody sleeps (one shared load), and
+// the cost of a liveness probe (one flock call), for the engine's budget.
+func BenchmarkShmDoorbellRingNoSleeper(b *testing.B) {
+	r, err := shm.CreateRegion(shm.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	d := r.Doorbell()
+	b.ReportAllocs()
+	for range b.N {
+		_ = d.Ring()
+	}
+}
+
+func BenchmarkShmDoorbellAliveProbe(b *testing.B) {
+	r, err := shm.CreateRegion(shm.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	p, err := shm.OpenRegion(r.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	b.ReportAllocs()
+	for range b.N {
+		if ok, err := p.Alive(); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}
