@@ -351,6 +351,9 @@ func TestReap_SparesYoungTemporaryFiles(t *testing.T) {
 
 func init() {
 	childRoles["signal-cleanup"] = func(in *bufio.Scanner, out io.Writer) {
+		if os.Getenv("GOFI_TEST_NO_SIGNAL_CLEANUP") != "" {
+			DisableSignalCleanup()
+		}
 		r, err := CreateRegion(Config{})
 		must(err)
 		s, err := CreateSegment(NewName(), 1<<20)
@@ -425,5 +428,28 @@ func TestCreateSegment_WithoutOTmpfileLeavesNoTemporary(t *testing.T) {
 	}
 	if Owned() != 0 {
 		t.Errorf("registry still holds %d paths", Owned())
+	}
+}
+
+// With the handler disabled, SIGTERM takes its default course: the process
+// dies of it and its files stay for the reaper.
+func TestDisableSignalCleanup_LeavesSignalsToTheApplication(t *testing.T) {
+	dir := testDir(t)
+	c := startChild(t, "signal-cleanup", "GOFI_TEST_NO_SIGNAL_CLEANUP=1")
+	names := strings.Fields(c.expect("names"))
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	st := c.waitExit()
+	if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("child ended with %v, want death by SIGTERM", st)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("%s removed although cleanup was disabled: %v", n, err)
+		}
+	}
+	if n, err := Reap(); err != nil || n != len(names) {
+		t.Errorf("Reap = %d, %v; want %d", n, err, len(names))
 	}
 }
