@@ -459,7 +459,8 @@ func (q *ConnQueue) Sweep(alive func(pid int) bool) int {
 }
 
 // ProcessAlive reports whether a process with this pid exists (kill 0). A
-// recycled pid reads as alive; prefer Segment.Alive where a file exists.
+// recycled pid, or a zombie not yet waited for, reads as alive; prefer
+// Segment.Alive where a file exists.
 func ProcessAlive(pid int) bool {
 	if pid <= 0 {
 		return false
