@@ -54,22 +54,25 @@ type Msg[U any] struct {
 }
 
 // Match reports the posted receive an arriving message landed in, or a
-// receive removed by Cancel or Drain.
+// receive removed by Cancel or Drain. (It leaves out the receive's context:
+// the engine's descriptor Op carries whatever it needs, and a small Match
+// travels in registers.)
 type Match[R any] struct {
-	Op  R   // the receive's descriptor
-	Ctx any // the receive's context
-	// Multi is set when the receive is a multi-receive buffer. Offset is
-	// where this message goes in it and Len how many bytes of the message
-	// fit there (Truncated when fewer than the message's length).
-	// Released is set when the buffer is no longer posted after this
-	// message (free space below the minimum): the engine reports it with
-	// the FI_MULTI_RECV completion flag. For a plain receive Offset is 0,
-	// Len is the message length and Released is true.
+	Op R // the receive's descriptor
+	// Offset is where this message goes in a multi-receive buffer and Len
+	// how many bytes of the message fit there (Truncated when fewer than
+	// the message's length). For a plain receive Offset is 0 and Len is
+	// the message length.
+	Offset int
+	Len    int
+	// Multi is set when the receive is a multi-receive buffer.
 	Multi     bool
-	Offset    int
-	Len       int
 	Truncated bool
-	Released  bool
+	// Released is set when the receive is no longer posted after this
+	// message: always for a plain receive, and for a multi-receive buffer
+	// once its free space fell below the minimum (the engine reports it
+	// with the FI_MULTI_RECV completion flag).
+	Released bool
 }
 
 // Placed reports an unexpected message absorbed by a multi-receive buffer
@@ -127,16 +130,21 @@ const (
 	isFree = -2 // on the free list
 )
 
-// pent is a posted receive.
-type pent[R any] struct {
+// pent is the part of a posted receive that searches read (48 bytes, so
+// walking a list touches little memory); pcold, at the same index in a
+// parallel slab, is the rest.
+type pent struct {
 	tag, ignore, src, seq uint64
 	group                 uint32
 	bkt                   int32 // bucket index, inWild or isFree
 	l                     link  // bucket or wildcard list; free list when free
-	multi                 bool
-	size, off             int
-	ctx                   any
-	op                    R
+}
+
+type pcold[R any] struct {
+	multi     bool
+	size, off int
+	ctx       any
+	op        R
 }
 
 // Links of an unexpected entry.
@@ -179,7 +187,8 @@ type Matcher[R, U any] struct {
 
 	// posted receives
 	pseq    uint64
-	pe      []pent[R]
+	pe      []pent
+	pc      []pcold[R]
 	pfree   int32
 	pb      []list // exact receives by (tag, src, group)
 	pshift  uint   // 64 - log2(len(pb))
@@ -303,14 +312,15 @@ func (m *Matcher[R, U]) palloc() int32 {
 	if len(m.pe) >= math.MaxInt32 {
 		panic("match: more than 2^31 posted receives") // memory is gone long before
 	}
-	var zero pent[R]
-	m.pe = append(m.pe, zero)
+	m.pe = append(m.pe, pent{})
+	m.pc = append(m.pc, pcold[R]{})
 	return int32(len(m.pe) - 1)
 }
 
 func (m *Matcher[R, U]) pput(i int32) {
+	m.pc[i] = pcold[R]{}
 	e := &m.pe[i]
-	*e = pent[R]{bkt: isFree}
+	*e = pent{bkt: isFree}
 	e.l.next = m.pfree
 	m.pfree = i
 }
@@ -351,7 +361,10 @@ func (m *Matcher[R, U]) post(w Want, ctx any, op R, multi bool, size, off int) {
 	e := &m.pe[i]
 	m.pseq++
 	e.tag, e.ignore, e.src, e.group, e.seq = w.Tag, w.Ignore, w.Src, w.Group, m.pseq
-	e.multi, e.size, e.off, e.ctx, e.op = multi, size, off, ctx, op
+	// Field by field: a struct literal here goes through a stack
+	// temporary and costs a store-forwarding stall on the copy.
+	c := &m.pc[i]
+	c.multi, c.size, c.off, c.ctx, c.op = multi, size, off, ctx, op
 	if w.Ignore == 0 {
 		b := int32(pkey(w.Tag, w.Src, w.Group) >> m.pshift)
 		e.bkt = b
@@ -433,15 +446,22 @@ func (m *Matcher[R, U]) findPosted(tag, src uint64, g uint32) int32 {
 
 // deliver consumes posted receive i for a message of length n.
 func (m *Matcher[R, U]) deliver(i int32, n int) Match[R] {
-	e := &m.pe[i]
-	r := Match[R]{Op: e.op, Ctx: e.ctx, Len: n, Released: true}
-	if e.multi {
-		r.Multi, r.Offset, r.Len, r.Truncated, r.Released = m.place(&e.off, e.size, n)
-		if !r.Released {
-			return r
-		}
+	c := &m.pc[i]
+	if !c.multi {
+		op := c.op
+		m.premove(i)
+		return Match[R]{Op: op, Len: n, Released: true}
 	}
-	m.premove(i)
+	return m.deliverMulti(i, n)
+}
+
+func (m *Matcher[R, U]) deliverMulti(i int32, n int) Match[R] {
+	c := &m.pc[i]
+	r := Match[R]{Op: c.op}
+	r.Multi, r.Offset, r.Len, r.Truncated, r.Released = m.place(&c.off, c.size, n)
+	if r.Released {
+		m.premove(i)
+	}
 	return r
 }
 
@@ -670,8 +690,14 @@ func (m *Matcher[R, U]) PostMultiRecv(r Recv[R], size int, dst []Placed[U]) ([]P
 // once Released. Otherwise the message is queued as unexpected and false is
 // returned.
 func (m *Matcher[R, U]) Arrive(msg Msg[U]) (Match[R], bool) {
-	if r, ok := m.MatchPosted(msg); ok {
-		return r, true
+	if m.nposted > 0 {
+		src := msg.Src
+		if !m.directed {
+			src = AnySource
+		}
+		if i := m.findPosted(msg.Tag, src, msg.Group); i >= 0 {
+			return m.deliver(i, msg.Len), true
+		}
 	}
 	m.enqueue(msg)
 	return Match[R]{}, false
@@ -763,15 +789,15 @@ func (m *Matcher[R, U]) Cancel(ctx any) (Match[R], bool) {
 	best, bseq := int32(-1), uint64(math.MaxUint64)
 	for i := range m.pe {
 		e := &m.pe[i]
-		if e.bkt != isFree && e.seq < bseq && sameCtx(e.ctx, ctx) {
+		if e.bkt != isFree && e.seq < bseq && sameCtx(m.pc[i].ctx, ctx) {
 			best, bseq = int32(i), e.seq
 		}
 	}
 	if best < 0 {
 		return Match[R]{}, false
 	}
-	e := &m.pe[best]
-	r := Match[R]{Op: e.op, Ctx: e.ctx, Multi: e.multi, Offset: e.off, Released: true}
+	e := &m.pc[best]
+	r := Match[R]{Op: e.op, Multi: e.multi, Offset: e.off, Released: true}
 	m.premove(best)
 	return r, true
 }
@@ -788,8 +814,8 @@ func (m *Matcher[R, U]) Drain(recvs []Match[R], msgs []Msg[U]) ([]Match[R], []Ms
 	}
 	slices.SortFunc(idx, func(a, b int32) int { return cmp.Compare(m.pe[a].seq, m.pe[b].seq) })
 	for _, i := range idx {
-		e := &m.pe[i]
-		recvs = append(recvs, Match[R]{Op: e.op, Ctx: e.ctx, Multi: e.multi, Offset: e.off, Released: true})
+		e := &m.pc[i]
+		recvs = append(recvs, Match[R]{Op: e.op, Multi: e.multi, Offset: e.off, Released: true})
 		m.premove(i)
 	}
 	idx = idx[:0]
