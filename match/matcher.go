@@ -22,7 +22,8 @@ const DefaultMinMultiRecv = 64
 const DefaultBuckets = 1024
 
 // Want selects messages: by tag under an ignore mask, by source and by peer
-// group. It is what a receive, a Peek or a Peek+Claim asks for.
+// group. It is what a receive, a Peek or a Peek+Claim asks for. A plain
+// value: copying it shares nothing, so it is safe to use from anywhere.
 type Want struct {
 	Tag    uint64 // tag bits to compare
 	Ignore uint64 // bits of Tag that do not take part (0: exact tag)
@@ -30,7 +31,7 @@ type Want struct {
 	Group  uint32 // peer group (fi_av(3) PEER GROUPS); must equal the message's
 }
 
-// Recv is a receive to post.
+// Recv is a receive to post. A plain value (the matcher copies it).
 type Recv[R any] struct {
 	Want
 	// Ctx identifies the receive for Cancel. It is compared by identity
@@ -44,7 +45,7 @@ type Recv[R any] struct {
 
 // Msg is a message as the matcher sees it: its match fields, its length in
 // bytes, and the engine's descriptor of where its data is (a ring slot, a
-// buffered copy, a rendezvous handle).
+// buffered copy, a rendezvous handle). A plain value (the matcher copies it).
 type Msg[U any] struct {
 	Tag   uint64
 	Src   uint64 // as the engine gave it; AnySource means unknown sender
@@ -56,7 +57,7 @@ type Msg[U any] struct {
 // Match reports the posted receive an arriving message landed in, or a
 // receive removed by Cancel or Drain. (It leaves out the receive's context:
 // the engine's descriptor Op carries whatever it needs, and a small Match
-// travels in registers.)
+// travels in registers.) A plain value, owned by the caller.
 type Match[R any] struct {
 	Op R // the receive's descriptor
 	// Offset is where this message goes in a multi-receive buffer and Len
@@ -77,7 +78,7 @@ type Match[R any] struct {
 
 // Placed reports an unexpected message absorbed by a multi-receive buffer
 // when it was posted (PostMultiRecv), with the same Offset, Len, Truncated
-// and Released meanings as in Match.
+// and Released meanings as in Match. A plain value, owned by the caller.
 type Placed[U any] struct {
 	Msg       Msg[U]
 	Offset    int
@@ -86,7 +87,8 @@ type Placed[U any] struct {
 	Released  bool
 }
 
-// Option configures a Matcher in New.
+// Option configures a Matcher in New. Options are pure functions of their
+// arguments and may be shared between goroutines.
 type Option func(*config) error
 
 type config struct {
@@ -431,8 +433,20 @@ func (m *Matcher[R, U]) findPosted(tag, src uint64, g uint32) int32 {
 			best, bseq = i, m.pe[i].seq
 		}
 	}
+	pe := m.pe
+	if best < 0 { // no exact candidate: the first matching wildcard wins
+		for i := m.wild.head; i >= 0; {
+			e := &pe[i]
+			if (tag^e.tag)&^e.ignore == 0 && e.group == g && (e.src == AnySource || e.src == src) {
+				return i
+			}
+			i = e.l.next
+		}
+		return -1
+	}
+	// Only wildcards posted before the exact candidate can beat it.
 	for i := m.wild.head; i >= 0; {
-		e := &m.pe[i]
+		e := &pe[i]
 		if e.seq > bseq {
 			break
 		}
@@ -784,7 +798,10 @@ func (m *Matcher[R, U]) Claim(ctx any) (Msg[U], bool) {
 // Cancel removes the earliest-posted receive whose context is ctx and
 // returns it (the engine completes it with ErrCanceled); for a
 // multi-receive buffer Offset tells how much of it was used. It returns
-// false when no posted receive has that context.
+// false when no posted receive has that context. Contexts are compared by
+// identity and never panic: an uncomparable context matches nothing. Cancel
+// walks the whole slab of posted receives (O(capacity)); it is not a fast
+// path.
 func (m *Matcher[R, U]) Cancel(ctx any) (Match[R], bool) {
 	best, bseq := int32(-1), uint64(math.MaxUint64)
 	for i := range m.pe {
