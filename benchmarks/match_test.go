@@ -21,6 +21,8 @@ import (
 //
 // Shapes:
 //   exact      N receives with distinct exact tags (ignore 0)
+//   exact-directed  the same with DirectedRecv on and each receive naming
+//              its source (the matcher then looks up two buckets)
 //   wildcard   N receives each with an ignore mask (tag i<<8, ignore 0xff):
 //              both implementations must walk the list in post order
 //   unexpected N messages wait unexpected with distinct tags; a receive
@@ -99,7 +101,7 @@ func matchOrder(n int) []int {
 }
 
 func BenchmarkMatch(b *testing.B) {
-	for _, shape := range []string{"exact", "wildcard", "unexpected"} {
+	for _, shape := range []string{"exact", "exact-directed", "wildcard", "unexpected"} {
 		for _, n := range matchSizes {
 			b.Run(fmt.Sprintf("%s/N=%d/impl=match", shape, n), func(b *testing.B) { benchMatchHashed(b, shape, n) })
 			b.Run(fmt.Sprintf("%s/N=%d/impl=linear", shape, n), func(b *testing.B) { benchMatchLinear(b, shape, n) })
@@ -108,8 +110,11 @@ func BenchmarkMatch(b *testing.B) {
 }
 
 func matchRecvWant(shape string, i int) match.Want {
-	if shape == "wildcard" {
+	switch shape {
+	case "wildcard":
 		return match.Want{Tag: uint64(i) << 8, Ignore: 0xff, Src: match.AnySource}
+	case "exact-directed":
+		return match.Want{Tag: uint64(i) * 0x10001, Src: 3}
 	}
 	return match.Want{Tag: uint64(i) * 0x10001, Src: match.AnySource}
 }
@@ -122,7 +127,7 @@ func matchMsgTag(shape string, i int) uint64 {
 }
 
 func benchMatchHashed(b *testing.B, shape string, n int) {
-	m, err := match.New[*matchRecvOp, *matchMsgDesc]()
+	m, err := match.New[*matchRecvOp, *matchMsgDesc](match.DirectedRecv(shape == "exact-directed"))
 	if err != nil {
 		b.Fatal(err)
 	}
