@@ -196,6 +196,7 @@ type Matcher[R, U any] struct {
 	pshift  uint   // 64 - log2(len(pb))
 	wild    list   // wildcard receives in post order
 	nexact  int
+	nexAny  int // exact receives from AnySource (all of them without DirectedRecv)
 	nposted int
 
 	// unexpected messages
@@ -320,10 +321,9 @@ func (m *Matcher[R, U]) palloc() int32 {
 }
 
 func (m *Matcher[R, U]) pput(i int32) {
-	m.pc[i] = pcold[R]{}
-	e := &m.pe[i]
-	*e = pent{bkt: isFree}
-	e.l.next = m.pfree
+	m.pc[i] = pcold[R]{} // drop references for the GC
+	e := &m.pe[i]        // post rewrites every field; only mark it free
+	e.bkt, e.l.next = isFree, m.pfree
 	m.pfree = i
 }
 
@@ -372,6 +372,9 @@ func (m *Matcher[R, U]) post(w Want, ctx any, op R, multi bool, size, off int) {
 		e.bkt = b
 		m.ppush(&m.pb[b], i)
 		m.nexact++
+		if w.Src == AnySource {
+			m.nexAny++
+		}
 	} else {
 		e.bkt = inWild
 		m.ppush(&m.wild, i)
@@ -384,6 +387,9 @@ func (m *Matcher[R, U]) premove(i int32) {
 	if b := m.pe[i].bkt; b >= 0 {
 		m.punlink(&m.pb[b], i)
 		m.nexact--
+		if m.pe[i].src == AnySource {
+			m.nexAny--
+		}
 	} else {
 		m.punlink(&m.wild, i)
 	}
@@ -423,12 +429,14 @@ func (m *Matcher[R, U]) scanExact(tag, src uint64, g uint32) int32 {
 // findPosted returns the earliest posted receive matching a message, or -1.
 func (m *Matcher[R, U]) findPosted(tag, src uint64, g uint32) int32 {
 	best, bseq := int32(-1), uint64(math.MaxUint64)
-	if m.nexact > 0 {
-		if src != AnySource {
-			if i := m.scanExact(tag, src, g); i >= 0 {
-				best, bseq = i, m.pe[i].seq
-			}
+	// Look up only the buckets that can hold something: receives naming
+	// a source, and receives from any source, are counted apart.
+	if src != AnySource && m.nexact > m.nexAny {
+		if i := m.scanExact(tag, src, g); i >= 0 {
+			best, bseq = i, m.pe[i].seq
 		}
+	}
+	if m.nexAny > 0 {
 		if i := m.scanExact(tag, AnySource, g); i >= 0 && m.pe[i].seq < bseq {
 			best, bseq = i, m.pe[i].seq
 		}
@@ -603,8 +611,8 @@ func (m *Matcher[R, U]) growUnexpected() {
 			i = next
 		}
 	}
-	// Claimed entries are in no bucket; their hb is recomputed if ever
-	// needed (it is not: claimed messages are never searched).
+	// Claimed entries left their bucket when claimed; their stale hb is
+	// never read again.
 }
 
 // findUnexpected returns the earliest queued message a (normalized) Want
@@ -662,8 +670,10 @@ func (m *Matcher[R, U]) findUnexpected(w Want) int32 {
 // is posted. Otherwise the receive is queued and false is returned.
 func (m *Matcher[R, U]) PostRecv(r Recv[R]) (Msg[U], bool) {
 	w := m.norm(r.Want)
-	if i := m.findUnexpected(w); i >= 0 {
-		return m.utake(i), true
+	if m.nqueued > 0 {
+		if i := m.findUnexpected(w); i >= 0 {
+			return m.utake(i), true
+		}
 	}
 	m.post(w, r.Ctx, r.Op, false, 0, 0)
 	return Msg[U]{}, false
