@@ -590,12 +590,15 @@ func (m *Matcher[R, U]) umsg(i int32) Msg[U] {
 	return Msg[U]{Tag: e.tag, Src: e.src, Group: e.group, Len: e.len, Data: e.data}
 }
 
-// utake removes a queued message and returns it.
+// utake removes a queued message and returns it. The result is built from
+// scalars at the return: building a Msg (40 bytes, too big to live in
+// registers) and copying it costs store-forwarding stalls.
 func (m *Matcher[R, U]) utake(i int32) Msg[U] {
-	msg := m.umsg(i)
+	e := &m.ue[i]
+	tag, src, group, n, data := e.tag, e.src, e.group, e.len, e.data
 	m.unqueue(i)
 	m.uput(i)
-	return msg
+	return Msg[U]{Tag: tag, Src: src, Group: group, Len: n, Data: data}
 }
 
 // growUnexpected doubles the (tag, group) table, keeping per-bucket order.
