@@ -192,7 +192,9 @@ func (d *Domain) OpenAV(attr *AVAttr) (*AV, error) {
 	av.attr = a
 	if attr != nil {
 		attr.Type = a.Type
-		attr.MapAddr = a.MapAddr
+		if a.Name != "" {
+			attr.MapAddr = a.MapAddr
+		}
 	}
 	return av, nil
 }

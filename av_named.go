@@ -412,7 +412,10 @@ func (n *namedAV) insert(b []byte) (uint64, error) {
 	if uint64(len(b)) > n.slot-namedSlotHead {
 		return 0, opErr("AV.Insert", ErrInval, "%d-byte address does not fit a named AV slot (%d)", len(b), n.slot-namedSlotHead)
 	}
-	i := min(uint64(n.u32(hLowFree).Load()), n.cap)
+	i := uint64(n.u32(hLowFree).Load())
+	if i > n.cap { // a corrupt hint: scan from the start
+		i = 0
+	}
 	for ; i < n.cap && n.u32(n.slotOff(i)).Load() == 1; i++ {
 	}
 	if i >= n.cap {

@@ -74,6 +74,7 @@ func ringStream(b *testing.B, size, batch int) {
 				continue
 			}
 			sum += int(p[0])
+			idle = 0
 			r.Consume()
 			if i++; i&63 == 0 {
 				r.Release()
@@ -93,6 +94,7 @@ func ringStream(b *testing.B, size, batch int) {
 				backoff(&idle)
 				continue
 			}
+			idle = 0
 			i++
 		}
 	} else {
@@ -108,6 +110,7 @@ func ringStream(b *testing.B, size, batch int) {
 				backoff(&idle)
 				continue
 			}
+			idle = 0
 			src[0] = byte(i)
 			ring.Copy(buf, src)
 			r.Commit(1, size)

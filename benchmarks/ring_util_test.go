@@ -4,17 +4,28 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"time"
 	"unsafe"
 )
 
 func sizeOf[T any](v T) uintptr { return unsafe.Sizeof(v) }
 
-// backoff is the idle strategy of the benchmark loops: spin, and yield to
-// the scheduler every 64th empty or full poll (a yield on every poll costs
-// more in scheduler locks than the ring operation it waits for).
+// backoff is the idle strategy of the throughput loops, called on each
+// empty or full poll (the caller resets idle to 0 on progress): spin for 64
+// polls, then yield to the Go scheduler every 8th poll, then, after 1024
+// polls (the other side is most likely descheduled by the OS, as happens
+// when other processes load both vCPUs), sleep 20µs so it can run. A ring
+// of 256 KiB buffers far more than a sleep's worth of records.
 func backoff(idle *int) {
-	if *idle++; *idle&63 == 0 {
-		runtime.Gosched()
+	*idle++
+	switch {
+	case *idle < 64:
+	case *idle < 1024:
+		if *idle&7 == 0 {
+			runtime.Gosched()
+		}
+	default:
+		time.Sleep(20 * time.Microsecond)
 	}
 }
 

@@ -66,8 +66,8 @@ func TestShmDoorbellBenchChild(t *testing.T) {
 	for i := uint32(1); ; i++ {
 		cond := func() bool { return w.ping.Load() >= i }
 		var ok bool
-		if mode == "idle" {
-			ok, err = shm.DefaultIdle.Wait(w.bell, shmBellLost, cond)
+		if idle, isIdle := shmBellIdle[mode]; isIdle {
+			ok, err = idle.Wait(w.bell, shmBellLost, cond)
 		} else {
 			ok, err = w.bell.Wait(shmBellLost, cond)
 		}
@@ -80,7 +80,7 @@ func TestShmDoorbellBenchChild(t *testing.T) {
 }
 
 func BenchmarkShmDoorbellWake(b *testing.B) {
-	for _, mode := range []string{"futex", "idle", "unixsock"} {
+	for _, mode := range []string{"futex", "idle", "spin", "unixsock"} {
 		b.Run(mode, func(b *testing.B) {
 			var elapsed time.Duration
 			if mode == "unixsock" {
@@ -147,8 +147,8 @@ func shmBellDoorbell(b *testing.B, mode string) time.Duration {
 		}
 		cond := func() bool { return w.pong.Load() >= i }
 		var ok bool
-		if mode == "idle" {
-			ok, err = shm.DefaultIdle.Wait(self, shmBellLost, cond)
+		if idle, isIdle := shmBellIdle[mode]; isIdle {
+			ok, err = idle.Wait(self, shmBellLost, cond)
 		} else {
 			ok, err = self.Wait(shmBellLost, cond)
 		}
@@ -207,3 +207,44 @@ func shmBellSocket(b *testing.B) time.Duration {
 }
 
 const shmBellStop = ^uint32(0)
+
+// shmBellIdle holds the idle policies measured besides a plain futex
+// sleep: shm.DefaultIdle, and a longer pure spin.
+var shmBellIdle = map[string]shm.Idle{
+	"idle": shm.DefaultIdle,
+	"spin": {Spins: 1 << 14},
+}
+
+// The sender's per-message cost when nobody sleeps (one shared load), and
+// the cost of a liveness probe (one flock call), for the engine's budget.
+func BenchmarkShmDoorbellRingNoSleeper(b *testing.B) {
+	r, err := shm.CreateRegion(shm.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	d := r.Doorbell()
+	b.ReportAllocs()
+	for range b.N {
+		_ = d.Ring()
+	}
+}
+
+func BenchmarkShmDoorbellAliveProbe(b *testing.B) {
+	r, err := shm.CreateRegion(shm.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer r.Close()
+	p, err := shm.OpenRegion(r.Name())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	b.ReportAllocs()
+	for range b.N {
+		if ok, err := p.Alive(); !ok || err != nil {
+			b.Fatal(ok, err)
+		}
+	}
+}

@@ -22,7 +22,8 @@ const DefaultMinMultiRecv = 64
 const DefaultBuckets = 1024
 
 // Want selects messages: by tag under an ignore mask, by source and by peer
-// group. It is what a receive, a Peek or a Peek+Claim asks for.
+// group. It is what a receive, a Peek or a Peek+Claim asks for. A plain
+// value: copying it shares nothing, so it is safe to use from anywhere.
 type Want struct {
 	Tag    uint64 // tag bits to compare
 	Ignore uint64 // bits of Tag that do not take part (0: exact tag)
@@ -30,7 +31,7 @@ type Want struct {
 	Group  uint32 // peer group (fi_av(3) PEER GROUPS); must equal the message's
 }
 
-// Recv is a receive to post.
+// Recv is a receive to post. A plain value (the matcher copies it).
 type Recv[R any] struct {
 	Want
 	// Ctx identifies the receive for Cancel. It is compared by identity
@@ -44,7 +45,7 @@ type Recv[R any] struct {
 
 // Msg is a message as the matcher sees it: its match fields, its length in
 // bytes, and the engine's descriptor of where its data is (a ring slot, a
-// buffered copy, a rendezvous handle).
+// buffered copy, a rendezvous handle). A plain value (the matcher copies it).
 type Msg[U any] struct {
 	Tag   uint64
 	Src   uint64 // as the engine gave it; AnySource means unknown sender
@@ -54,27 +55,30 @@ type Msg[U any] struct {
 }
 
 // Match reports the posted receive an arriving message landed in, or a
-// receive removed by Cancel or Drain.
+// receive removed by Cancel or Drain. (It leaves out the receive's context:
+// the engine's descriptor Op carries whatever it needs, and a small Match
+// travels in registers.) A plain value, owned by the caller.
 type Match[R any] struct {
-	Op  R   // the receive's descriptor
-	Ctx any // the receive's context
-	// Multi is set when the receive is a multi-receive buffer. Offset is
-	// where this message goes in it and Len how many bytes of the message
-	// fit there (Truncated when fewer than the message's length).
-	// Released is set when the buffer is no longer posted after this
-	// message (free space below the minimum): the engine reports it with
-	// the FI_MULTI_RECV completion flag. For a plain receive Offset is 0,
-	// Len is the message length and Released is true.
+	Op R // the receive's descriptor
+	// Offset is where this message goes in a multi-receive buffer and Len
+	// how many bytes of the message fit there (Truncated when fewer than
+	// the message's length). For a plain receive Offset is 0 and Len is
+	// the message length.
+	Offset int
+	Len    int
+	// Multi is set when the receive is a multi-receive buffer.
 	Multi     bool
-	Offset    int
-	Len       int
 	Truncated bool
-	Released  bool
+	// Released is set when the receive is no longer posted after this
+	// message: always for a plain receive, and for a multi-receive buffer
+	// once its free space fell below the minimum (the engine reports it
+	// with the FI_MULTI_RECV completion flag).
+	Released bool
 }
 
 // Placed reports an unexpected message absorbed by a multi-receive buffer
 // when it was posted (PostMultiRecv), with the same Offset, Len, Truncated
-// and Released meanings as in Match.
+// and Released meanings as in Match. A plain value, owned by the caller.
 type Placed[U any] struct {
 	Msg       Msg[U]
 	Offset    int
@@ -83,7 +87,8 @@ type Placed[U any] struct {
 	Released  bool
 }
 
-// Option configures a Matcher in New.
+// Option configures a Matcher in New. Options are pure functions of their
+// arguments and may be shared between goroutines.
 type Option func(*config) error
 
 type config struct {
@@ -127,16 +132,21 @@ const (
 	isFree = -2 // on the free list
 )
 
-// pent is a posted receive.
-type pent[R any] struct {
+// pent is the part of a posted receive that searches read (48 bytes, so
+// walking a list touches little memory); pcold, at the same index in a
+// parallel slab, is the rest.
+type pent struct {
 	tag, ignore, src, seq uint64
 	group                 uint32
 	bkt                   int32 // bucket index, inWild or isFree
 	l                     link  // bucket or wildcard list; free list when free
-	multi                 bool
-	size, off             int
-	ctx                   any
-	op                    R
+}
+
+type pcold[R any] struct {
+	multi     bool
+	size, off int
+	ctx       any
+	op        R
 }
 
 // Links of an unexpected entry.
@@ -179,12 +189,14 @@ type Matcher[R, U any] struct {
 
 	// posted receives
 	pseq    uint64
-	pe      []pent[R]
+	pe      []pent
+	pc      []pcold[R]
 	pfree   int32
 	pb      []list // exact receives by (tag, src, group)
 	pshift  uint   // 64 - log2(len(pb))
 	wild    list   // wildcard receives in post order
 	nexact  int
+	nexAny  int // exact receives from AnySource (all of them without DirectedRecv)
 	nposted int
 
 	// unexpected messages
@@ -303,15 +315,15 @@ func (m *Matcher[R, U]) palloc() int32 {
 	if len(m.pe) >= math.MaxInt32 {
 		panic("match: more than 2^31 posted receives") // memory is gone long before
 	}
-	var zero pent[R]
-	m.pe = append(m.pe, zero)
+	m.pe = append(m.pe, pent{})
+	m.pc = append(m.pc, pcold[R]{})
 	return int32(len(m.pe) - 1)
 }
 
 func (m *Matcher[R, U]) pput(i int32) {
-	e := &m.pe[i]
-	*e = pent[R]{bkt: isFree}
-	e.l.next = m.pfree
+	m.pc[i] = pcold[R]{} // drop references for the GC
+	e := &m.pe[i]        // post rewrites every field; only mark it free
+	e.bkt, e.l.next = isFree, m.pfree
 	m.pfree = i
 }
 
@@ -351,12 +363,18 @@ func (m *Matcher[R, U]) post(w Want, ctx any, op R, multi bool, size, off int) {
 	e := &m.pe[i]
 	m.pseq++
 	e.tag, e.ignore, e.src, e.group, e.seq = w.Tag, w.Ignore, w.Src, w.Group, m.pseq
-	e.multi, e.size, e.off, e.ctx, e.op = multi, size, off, ctx, op
+	// Field by field: a struct literal here goes through a stack
+	// temporary and costs a store-forwarding stall on the copy.
+	c := &m.pc[i]
+	c.multi, c.size, c.off, c.ctx, c.op = multi, size, off, ctx, op
 	if w.Ignore == 0 {
 		b := int32(pkey(w.Tag, w.Src, w.Group) >> m.pshift)
 		e.bkt = b
 		m.ppush(&m.pb[b], i)
 		m.nexact++
+		if w.Src == AnySource {
+			m.nexAny++
+		}
 	} else {
 		e.bkt = inWild
 		m.ppush(&m.wild, i)
@@ -369,6 +387,9 @@ func (m *Matcher[R, U]) premove(i int32) {
 	if b := m.pe[i].bkt; b >= 0 {
 		m.punlink(&m.pb[b], i)
 		m.nexact--
+		if m.pe[i].src == AnySource {
+			m.nexAny--
+		}
 	} else {
 		m.punlink(&m.wild, i)
 	}
@@ -408,18 +429,32 @@ func (m *Matcher[R, U]) scanExact(tag, src uint64, g uint32) int32 {
 // findPosted returns the earliest posted receive matching a message, or -1.
 func (m *Matcher[R, U]) findPosted(tag, src uint64, g uint32) int32 {
 	best, bseq := int32(-1), uint64(math.MaxUint64)
-	if m.nexact > 0 {
-		if src != AnySource {
-			if i := m.scanExact(tag, src, g); i >= 0 {
-				best, bseq = i, m.pe[i].seq
-			}
+	// Look up only the buckets that can hold something: receives naming
+	// a source, and receives from any source, are counted apart.
+	if src != AnySource && m.nexact > m.nexAny {
+		if i := m.scanExact(tag, src, g); i >= 0 {
+			best, bseq = i, m.pe[i].seq
 		}
+	}
+	if m.nexAny > 0 {
 		if i := m.scanExact(tag, AnySource, g); i >= 0 && m.pe[i].seq < bseq {
 			best, bseq = i, m.pe[i].seq
 		}
 	}
+	pe := m.pe
+	if best < 0 { // no exact candidate: the first matching wildcard wins
+		for i := m.wild.head; i >= 0; {
+			e := &pe[i]
+			if (tag^e.tag)&^e.ignore == 0 && e.group == g && (e.src == AnySource || e.src == src) {
+				return i
+			}
+			i = e.l.next
+		}
+		return -1
+	}
+	// Only wildcards posted before the exact candidate can beat it.
 	for i := m.wild.head; i >= 0; {
-		e := &m.pe[i]
+		e := &pe[i]
 		if e.seq > bseq {
 			break
 		}
@@ -433,15 +468,22 @@ func (m *Matcher[R, U]) findPosted(tag, src uint64, g uint32) int32 {
 
 // deliver consumes posted receive i for a message of length n.
 func (m *Matcher[R, U]) deliver(i int32, n int) Match[R] {
-	e := &m.pe[i]
-	r := Match[R]{Op: e.op, Ctx: e.ctx, Len: n, Released: true}
-	if e.multi {
-		r.Multi, r.Offset, r.Len, r.Truncated, r.Released = m.place(&e.off, e.size, n)
-		if !r.Released {
-			return r
-		}
+	c := &m.pc[i]
+	if !c.multi {
+		op := c.op
+		m.premove(i)
+		return Match[R]{Op: op, Len: n, Released: true}
 	}
-	m.premove(i)
+	return m.deliverMulti(i, n)
+}
+
+func (m *Matcher[R, U]) deliverMulti(i int32, n int) Match[R] {
+	c := &m.pc[i]
+	r := Match[R]{Op: c.op}
+	r.Multi, r.Offset, r.Len, r.Truncated, r.Released = m.place(&c.off, c.size, n)
+	if r.Released {
+		m.premove(i)
+	}
 	return r
 }
 
@@ -548,12 +590,15 @@ func (m *Matcher[R, U]) umsg(i int32) Msg[U] {
 	return Msg[U]{Tag: e.tag, Src: e.src, Group: e.group, Len: e.len, Data: e.data}
 }
 
-// utake removes a queued message and returns it.
+// utake removes a queued message and returns it. The result is built from
+// scalars at the return: building a Msg (40 bytes, too big to live in
+// registers) and copying it costs store-forwarding stalls.
 func (m *Matcher[R, U]) utake(i int32) Msg[U] {
-	msg := m.umsg(i)
+	e := &m.ue[i]
+	tag, src, group, n, data := e.tag, e.src, e.group, e.len, e.data
 	m.unqueue(i)
 	m.uput(i)
-	return msg
+	return Msg[U]{Tag: tag, Src: src, Group: group, Len: n, Data: data}
 }
 
 // growUnexpected doubles the (tag, group) table, keeping per-bucket order.
@@ -569,8 +614,8 @@ func (m *Matcher[R, U]) growUnexpected() {
 			i = next
 		}
 	}
-	// Claimed entries are in no bucket; their hb is recomputed if ever
-	// needed (it is not: claimed messages are never searched).
+	// Claimed entries left their bucket when claimed; their stale hb is
+	// never read again.
 }
 
 // findUnexpected returns the earliest queued message a (normalized) Want
@@ -628,8 +673,10 @@ func (m *Matcher[R, U]) findUnexpected(w Want) int32 {
 // is posted. Otherwise the receive is queued and false is returned.
 func (m *Matcher[R, U]) PostRecv(r Recv[R]) (Msg[U], bool) {
 	w := m.norm(r.Want)
-	if i := m.findUnexpected(w); i >= 0 {
-		return m.utake(i), true
+	if m.nqueued > 0 {
+		if i := m.findUnexpected(w); i >= 0 {
+			return m.utake(i), true
+		}
 	}
 	m.post(w, r.Ctx, r.Op, false, 0, 0)
 	return Msg[U]{}, false
@@ -670,8 +717,14 @@ func (m *Matcher[R, U]) PostMultiRecv(r Recv[R], size int, dst []Placed[U]) ([]P
 // once Released. Otherwise the message is queued as unexpected and false is
 // returned.
 func (m *Matcher[R, U]) Arrive(msg Msg[U]) (Match[R], bool) {
-	if r, ok := m.MatchPosted(msg); ok {
-		return r, true
+	if m.nposted > 0 {
+		src := msg.Src
+		if !m.directed {
+			src = AnySource
+		}
+		if i := m.findPosted(msg.Tag, src, msg.Group); i >= 0 {
+			return m.deliver(i, msg.Len), true
+		}
 	}
 	m.enqueue(msg)
 	return Match[R]{}, false
@@ -758,20 +811,23 @@ func (m *Matcher[R, U]) Claim(ctx any) (Msg[U], bool) {
 // Cancel removes the earliest-posted receive whose context is ctx and
 // returns it (the engine completes it with ErrCanceled); for a
 // multi-receive buffer Offset tells how much of it was used. It returns
-// false when no posted receive has that context.
+// false when no posted receive has that context. Contexts are compared by
+// identity and never panic: an uncomparable context matches nothing. Cancel
+// walks the whole slab of posted receives (O(capacity)); it is not a fast
+// path.
 func (m *Matcher[R, U]) Cancel(ctx any) (Match[R], bool) {
 	best, bseq := int32(-1), uint64(math.MaxUint64)
 	for i := range m.pe {
 		e := &m.pe[i]
-		if e.bkt != isFree && e.seq < bseq && sameCtx(e.ctx, ctx) {
+		if e.bkt != isFree && e.seq < bseq && sameCtx(m.pc[i].ctx, ctx) {
 			best, bseq = int32(i), e.seq
 		}
 	}
 	if best < 0 {
 		return Match[R]{}, false
 	}
-	e := &m.pe[best]
-	r := Match[R]{Op: e.op, Ctx: e.ctx, Multi: e.multi, Offset: e.off, Released: true}
+	e := &m.pc[best]
+	r := Match[R]{Op: e.op, Multi: e.multi, Offset: e.off, Released: true}
 	m.premove(best)
 	return r, true
 }
@@ -788,8 +844,8 @@ func (m *Matcher[R, U]) Drain(recvs []Match[R], msgs []Msg[U]) ([]Match[R], []Ms
 	}
 	slices.SortFunc(idx, func(a, b int32) int { return cmp.Compare(m.pe[a].seq, m.pe[b].seq) })
 	for _, i := range idx {
-		e := &m.pe[i]
-		recvs = append(recvs, Match[R]{Op: e.op, Ctx: e.ctx, Multi: e.multi, Offset: e.off, Released: true})
+		e := &m.pc[i]
+		recvs = append(recvs, Match[R]{Op: e.op, Multi: e.multi, Offset: e.off, Released: true})
 		m.premove(i)
 	}
 	idx = idx[:0]

@@ -130,7 +130,7 @@ func (r *ref) MatchPosted(m Msg[int]) (Match[int], bool) {
 		if !r.matches(p.w, m) {
 			continue
 		}
-		res := Match[int]{Op: p.op, Ctx: p.ctx, Len: m.Len, Released: true}
+		res := Match[int]{Op: p.op, Len: m.Len, Released: true}
 		if p.multi {
 			res.Multi = true
 			res.Offset, res.Len, res.Truncated, res.Released = r.place(&p.off, p.size, m.Len)
@@ -199,7 +199,7 @@ func (r *ref) Cancel(ctx any) (Match[int], bool) {
 	for i, p := range r.posted {
 		if same(p.ctx, ctx) {
 			r.posted = append(r.posted[:i], r.posted[i+1:]...)
-			return Match[int]{Op: p.op, Ctx: p.ctx, Multi: p.multi, Offset: p.off, Released: true}, true
+			return Match[int]{Op: p.op, Multi: p.multi, Offset: p.off, Released: true}, true
 		}
 	}
 	return Match[int]{}, false
@@ -221,7 +221,7 @@ func (r *ref) Claimed() int    { return len(r.claimed) }
 // claimed or not, in arrival order, and empties the model.
 func (r *ref) Drain(recvs []Match[int], msgs []Msg[int]) ([]Match[int], []Msg[int]) {
 	for _, p := range r.posted {
-		recvs = append(recvs, Match[int]{Op: p.op, Ctx: p.ctx, Multi: p.multi, Offset: p.off, Released: true})
+		recvs = append(recvs, Match[int]{Op: p.op, Multi: p.multi, Offset: p.off, Released: true})
 	}
 	all := append(append([]refMsg{}, r.unexp...), r.claimed...)
 	sort.Slice(all, func(i, j int) bool { return all[i].n < all[j].n })

@@ -310,9 +310,14 @@ func (r *Ring) Release() {
 	}
 }
 
-// TryRead copies the next record's payload into dst, consumes and releases
-// it, and returns its type and length. It returns ErrEmpty, ErrCorrupt, or
+// TryRead copies the next record's payload into dst, consumes it, and
+// returns its type and length. It returns ErrEmpty, ErrCorrupt, or
 // ErrShortBuffer (the record stays in the ring) and never allocates.
+//
+// TryRead releases space lazily, off the latency path: when a quarter of
+// the ring has been consumed without release, or when a TryRead, Peek or
+// Empty finds the ring empty. A consumer that reads until ErrEmpty (or
+// Empty) therefore never holds back the producer.
 func (r *Ring) TryRead(dst []byte) (typ uint16, n int, err error) {
 	typ, p, err := r.Peek()
 	if err != nil {
@@ -324,7 +329,9 @@ func (r *Ring) TryRead(dst []byte) (typ uint16, n int, err error) {
 	n = Copy(dst, p)
 	r.c.head += r.c.peek
 	r.c.peek = 0
-	r.Release()
+	if r.c.head-r.c.pub >= r.capacity/4 {
+		r.Release()
+	}
 	return typ, n, nil
 }
 
@@ -333,13 +340,17 @@ func (r *Ring) TryRead(dst []byte) (typ uint16, n int, err error) {
 // the check a receiver makes before sleeping on a doorbell: if the producer
 // publishes and then rings, a consumer that checks Empty after arming the
 // doorbell cannot miss the record. False can also mean "only a padding
-// record", which the next Peek skips before reporting ErrEmpty.
+// record", which the next Peek skips before reporting ErrEmpty. When it
+// returns true it also releases everything consumed.
 func (r *Ring) Empty() bool {
 	if r.c.head != r.c.tail {
 		return false
 	}
-	t := r.tail.Load()
-	return t == r.c.head
+	if r.tail.Load() != r.c.head {
+		return false
+	}
+	r.Release()
+	return true
 }
 
 // Len returns the bytes of published, unconsumed records (headers and

@@ -12,9 +12,11 @@ import (
 
 // The registry of files this process owns, unlinked by the signal handler.
 var registry struct {
-	once  sync.Once
-	mu    sync.Mutex
-	paths map[string]int // owned path -> registrations
+	once     sync.Once
+	mu       sync.Mutex
+	ch       chan os.Signal // the handler's channel, nil until installed
+	disabled bool
+	paths    map[string]int // owned path -> registrations
 }
 
 // register records an owned file (counted: a failed create of an existing
@@ -62,9 +64,21 @@ func removeOwned() {
 // conventional one. Note for applications: once a segment exists, these two
 // signals terminate the process even if the application also asked for them
 // with signal.Notify, as they would without any handler.
+//
+// A signal the process ignores (signal.Ignore, nohup) stays ignored.
 func installSignalCleanup() {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	if registry.disabled {
+		return
+	}
 	ch := make(chan os.Signal, 1)
-	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+	for _, sig := range []os.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		if !signal.Ignored(sig) {
+			signal.Notify(ch, sig)
+		}
+	}
+	registry.ch = ch
 	go func() {
 		sig := (<-ch).(syscall.Signal)
 		removeOwned()
@@ -75,4 +89,17 @@ func installSignalCleanup() {
 		time.Sleep(time.Second)
 		os.Exit(128 + int(sig))
 	}()
+}
+
+// DisableSignalCleanup removes (or prevents) the SIGINT/SIGTERM handler, for
+// applications that handle these signals themselves and Close their
+// endpoints on the way out. Files left by a process that then dies are
+// reaped by the next CreateRegion. Safe for concurrent use.
+func DisableSignalCleanup() {
+	registry.mu.Lock()
+	defer registry.mu.Unlock()
+	registry.disabled = true
+	if registry.ch != nil {
+		signal.Stop(registry.ch)
+	}
 }

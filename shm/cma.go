@@ -65,14 +65,18 @@ type CMAInfo struct {
 	Available bool
 	// Err is the probe's error when not Available.
 	Err error
-	// CallCost is the measured fixed cost of one call (the fastest of a few
-	// 64-byte reads).
+	// CallCost is the fixed cost of one call (the fastest of a few 64-byte
+	// reads).
 	CallCost time.Duration
-	// CopyRate is the measured copy() rate in bytes per second (1 MiB).
+	// Rate is process_vm_readv's rate in bytes per second (1 MiB reads).
+	Rate float64
+	// CopyRate is copy()'s rate in bytes per second (1 MiB, cache-warm).
 	CopyRate float64
-	// Threshold is the suggested message size from which single copy pays:
-	// the smallest power of two, at least 16 KiB and at most 1 MiB, whose
-	// ring copy costs more than one call. A hint; benchmarks decide.
+	// Threshold is the smallest power of two from 16 KiB to 64 MiB at which
+	// one process_vm_readv (CallCost + size/Rate) is cheaper than the two
+	// copies of the ring path (2 x size/CopyRate), or 0 when it never is
+	// on this machine. A hint: the ring path also costs synchronisation per
+	// segment, so the engine's benchmarks decide.
 	Threshold int
 }
 
@@ -82,8 +86,8 @@ var cmaProbe struct {
 }
 
 // ProbeCMA probes process_vm_readv once per process (against our own pid,
-// which the kernel always allows when the call exists) and returns the
-// cached result. Safe for concurrent use.
+// which the kernel always allows when the call exists; about a millisecond)
+// and returns the cached result. Safe for concurrent use.
 func ProbeCMA() CMAInfo {
 	cmaProbe.once.Do(func() { cmaProbe.info = probeCMA() })
 	return cmaProbe.info
@@ -98,17 +102,6 @@ func probeCMA() CMAInfo {
 	}
 	pid := os.Getpid()
 	addr := uintptr(unsafe.Pointer(&src[0]))
-	if _, err := ReadPeer(pid, dst[:64], addr); err != nil {
-		return CMAInfo{Err: err}
-	}
-	best := time.Duration(1<<63 - 1)
-	for range 16 {
-		t := time.Now()
-		if _, err := ReadPeer(pid, dst[:64], addr); err != nil {
-			return CMAInfo{Err: err}
-		}
-		best = min(best, time.Since(t))
-	}
 	if _, err := ReadPeer(pid, dst, addr); err != nil {
 		return CMAInfo{Err: err}
 	}
@@ -117,19 +110,35 @@ func probeCMA() CMAInfo {
 			return CMAInfo{Err: errors.New("shm: process_vm_readv probe read wrong bytes")}
 		}
 	}
-	copyBest := time.Duration(1<<63 - 1)
-	for range 4 {
-		t := time.Now()
-		copy(dst, src)
-		copyBest = min(copyBest, time.Since(t))
+	best := func(n int, f func() error) (time.Duration, error) {
+		b := time.Duration(1<<63 - 1)
+		for range n {
+			t := time.Now()
+			if err := f(); err != nil {
+				return 0, err
+			}
+			b = min(b, time.Since(t))
+		}
+		return max(b, time.Nanosecond), nil
 	}
-	copyBest = max(copyBest, time.Microsecond)
-	rate := float64(big) / copyBest.Seconds()
-	th := 16 << 10
-	for th < 1<<20 && float64(th)/rate < best.Seconds() {
-		th <<= 1
+	call, err := best(16, func() error { _, err := ReadPeer(pid, dst[:64], addr); return err })
+	if err != nil {
+		return CMAInfo{Err: err}
 	}
-	return CMAInfo{Available: true, CallCost: best, CopyRate: rate, Threshold: th}
+	bulk, err := best(4, func() error { _, err := ReadPeer(pid, dst, addr); return err })
+	if err != nil {
+		return CMAInfo{Err: err}
+	}
+	cp, _ := best(4, func() error { copy(dst, src); return nil })
+	info := CMAInfo{Available: true, CallCost: call,
+		Rate: float64(big) / bulk.Seconds(), CopyRate: float64(big) / cp.Seconds()}
+	for s := 16 << 10; s <= 64<<20; s <<= 1 {
+		if call.Seconds()+float64(s)/info.Rate < 2*float64(s)/info.CopyRate {
+			info.Threshold = s
+			break
+		}
+	}
+	return info
 }
 
 // EnablePeerAccess lets processes of this user read this process's memory

@@ -22,13 +22,14 @@ func TestProbeCMA_ReadsOwnMemoryAndSuggestsAThreshold(t *testing.T) {
 	if !info.Available {
 		t.Skipf("process_vm_readv unavailable here: %v", info.Err)
 	}
-	if info.Threshold < 16<<10 || info.Threshold > 1<<20 || info.Threshold&(info.Threshold-1) != 0 {
-		t.Errorf("threshold %d is not a power of two in [16 KiB, 1 MiB]", info.Threshold)
+	if th := info.Threshold; th != 0 && (th < 16<<10 || th > 64<<20 || th&(th-1) != 0) {
+		t.Errorf("threshold %d is neither 0 nor a power of two in [16 KiB, 64 MiB]", th)
 	}
-	if info.CallCost <= 0 || info.CopyRate <= 0 {
+	if info.CallCost <= 0 || info.CopyRate <= 0 || info.Rate <= 0 {
 		t.Errorf("probe figures %+v", info)
 	}
-	t.Logf("process_vm_readv: call %v, copy %.1f GB/s, threshold %d", info.CallCost, info.CopyRate/1e9, info.Threshold)
+	t.Logf("process_vm_readv: call %v, %.1f GB/s; copy %.1f GB/s; threshold %d",
+		info.CallCost, info.Rate/1e9, info.CopyRate/1e9, info.Threshold)
 	if again := ProbeCMA(); again != info {
 		t.Error("second ProbeCMA differs: not cached")
 	}

@@ -64,7 +64,9 @@ func NewDoorbell(b []byte, off int) (*Doorbell, error) {
 // timeout.
 //
 // The caller's publish must be a sync/atomic store or read-modify-write
-// (sequentially consistent), as package ring's are.
+// (sequentially consistent), as package ring's are. Ring reads the
+// receiver's mapping: a sender that must survive a receiver shrinking its
+// file calls it within its own Guard.
 func (d *Doorbell) Ring() error {
 	fence()
 	if d.waiters.Load() == 0 {
@@ -135,9 +137,12 @@ type Idle struct {
 	Yields int // polls separated by runtime.Gosched before sleeping
 }
 
-// DefaultIdle spins for roughly a microsecond or two, yields a few times and
-// then sleeps: a wake-up costs microseconds, so short gaps are polled.
-var DefaultIdle = Idle{Spins: 256, Yields: 16}
+// DefaultIdle polls for about a microsecond (a responsive peer on another
+// core answers within 0.1-0.4 us), yields twice for goroutines of this
+// process, then sleeps: a futex wake-up costs about 3 us here, so only
+// short gaps are worth polling. On an oversubscribed machine spinning
+// delays the peer; the engine may tune this (BenchmarkShmDoorbellWake).
+var DefaultIdle = Idle{Spins: 512, Yields: 2}
 
 // Wait returns true as soon as cond does, false once timeout has passed
 // (spinning and yielding count against it). It does not allocate.

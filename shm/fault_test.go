@@ -67,3 +67,38 @@ func TestGuard_IndexOutOfRangeIsNotAFault(t *testing.T) {
 	i := 3
 	_ = Guard(func() { _ = b[i] })
 }
+
+// The sender-side connection calls touch the receiver's file: a receiver
+// that shrank it makes them fail with ErrFault instead of crashing.
+func TestConnQueue_TruncatedReceiverRegionIsErrFault(t *testing.T) {
+	dir := testDir(t)
+	r, err := CreateRegion(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	p, err := OpenRegion(r.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := os.Truncate(filepath.Join(dir, r.Name()), 0); err != nil {
+		t.Fatal(err)
+	}
+	q := p.ConnQueue()
+	if _, err := q.Post(ConnRequest{SenderPID: os.Getpid(), SenderName: NewName(), RingName: NewName(), RingSize: 4096}); !errors.Is(err, ErrFault) {
+		t.Errorf("Post: %v, want ErrFault", err)
+	}
+	if _, _, err := q.Reply(0); !errors.Is(err, ErrFault) {
+		t.Errorf("Reply: %v, want ErrFault", err)
+	}
+	if err := q.Release(0); !errors.Is(err, ErrFault) {
+		t.Errorf("Release: %v, want ErrFault", err)
+	}
+	if _, _, err := p.Peers().Get(0); !errors.Is(err, ErrFault) {
+		t.Errorf("Peers().Get: %v, want ErrFault", err)
+	}
+	if err := Guard(func() { _ = p.Doorbell().Ring() }); !errors.Is(err, ErrFault) {
+		t.Errorf("guarded Ring: %v, want ErrFault", err)
+	}
+}

@@ -58,7 +58,9 @@ func reapOne(path string, tmp bool) bool {
 	if tmp && time.Since(time.Unix(st.Mtim.Unix())) < tmpGrace {
 		return false
 	}
-	if err := unix.Flock(fd, unix.LOCK_EX|unix.LOCK_NB); err != nil {
+	// A shared lock, like Alive's probe: it conflicts only with a live
+	// owner's exclusive lock, so peers probing meanwhile still read "dead".
+	if err := unix.Flock(fd, unix.LOCK_SH|unix.LOCK_NB); err != nil {
 		return false // alive (EWOULDBLOCK) or not lockable: leave it
 	}
 	// Holding the lock, make sure the name still points at this file.

@@ -32,10 +32,19 @@ type Config struct {
 //   - The sender polls Reply, learns its peer index i and Releases the slot.
 //     From then on, after publishing into its ring it sets bit i in
 //     Bitmap() (package ring's bitmap type) and calls Doorbell().Ring().
+//     A sender may publish before it is accepted: the receiver looks at a
+//     newly accepted ring once without waiting for its bit.
 //   - The receiver's progress visits only the rings whose bits are set and
 //     sleeps with Doorbell().Wait or DefaultIdle.Wait.
+//   - Large messages: the ring record carries the sender's pid, buffer
+//     address and length; the receiver pulls with ReadPeer straight into
+//     the posted buffer and acknowledges through the ring file (it maps it
+//     read-write); on ErrPeerDenied it asks for segments instead from then
+//     on. ProbeCMA says whether and from which size this pays.
 //   - Liveness: the receiver tests a peer with the ring Segment's Alive; a
-//     sender tests the receiver with Region.Alive.
+//     sender tests the receiver with Region.Alive. The receiver calls
+//     ConnQueue().Sweep now and then so a sender killed mid-request frees
+//     its slot. Code touching another process's file runs under Guard.
 //
 // A Region is safe for concurrent use; the mapped memory it hands out is
 // valid until Close.
@@ -241,20 +250,30 @@ func putName(b []byte, s string) {
 	copy(b[:nameField], s)
 }
 
-// Post claims a free slot, writes req into it, publishes it, bumps the
-// connection sequence and rings the doorbell. It returns the slot index, or
-// ErrQueueFull when no slot is free.
-func (q *ConnQueue) Post(req ConnRequest) (int, error) {
+// Post claims a free slot, writes req into it (SenderPID is always the
+// caller's pid, whatever req says), publishes it, bumps the connection
+// sequence and rings the doorbell. It returns the slot index, or
+// ErrQueueFull when no slot is free. Like Reply and Release it runs under
+// Guard: the queue lives in another process's file.
+func (q *ConnQueue) Post(req ConnRequest) (slot int, err error) {
+	if ferr := Guard(func() { slot, err = q.post(req) }); ferr != nil {
+		return -1, ferr
+	}
+	return slot, err
+}
+
+func (q *ConnQueue) post(req ConnRequest) (int, error) {
 	if err := ValidName(req.SenderName); err != nil {
 		return -1, fmt.Errorf("shm: post sender: %w", err)
 	}
 	if err := ValidName(req.RingName); err != nil {
 		return -1, fmt.Errorf("shm: post ring: %w", err)
 	}
-	if req.SenderPID <= 0 || req.SenderPID > 1<<31-1 || req.RingSize <= 0 || req.RingSize > MaxSegmentSize {
-		return -1, fmt.Errorf("%w: post pid %d ring size %d", ErrSize, req.SenderPID, req.RingSize)
+	if req.RingSize <= 0 || req.RingSize > MaxSegmentSize {
+		return -1, fmt.Errorf("%w: post ring size %d", ErrSize, req.RingSize)
 	}
 	pid := uint64(os.Getpid())
+	req.SenderPID = int(pid)
 	for i := 0; i < q.n; i++ {
 		w := q.word(i)
 		old := w.Load()
@@ -287,6 +306,13 @@ func (q *ConnQueue) Post(req ConnRequest) (int, error) {
 // slot i: done is false while it is still pending. It fails if the slot no
 // longer holds this process's request (it was swept or released).
 func (q *ConnQueue) Reply(i int) (rep ConnReply, done bool, err error) {
+	if ferr := Guard(func() { rep, done, err = q.reply(i) }); ferr != nil {
+		return ConnReply{}, false, ferr
+	}
+	return rep, done, err
+}
+
+func (q *ConnQueue) reply(i int) (rep ConnReply, done bool, err error) {
 	if i < 0 || i >= q.n {
 		return rep, false, fmt.Errorf("%w: slot %d of %d", ErrSize, i, q.n)
 	}
@@ -308,7 +334,14 @@ func (q *ConnQueue) Reply(i int) (rep ConnReply, done bool, err error) {
 // Release frees slot i if it holds this process's request (posted, answered
 // or not). Releasing a posted, unanswered request withdraws it: the
 // receiver's Accept then fails.
-func (q *ConnQueue) Release(i int) error {
+func (q *ConnQueue) Release(i int) (err error) {
+	if ferr := Guard(func() { err = q.release(i) }); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+func (q *ConnQueue) release(i int) error {
 	if i < 0 || i >= q.n {
 		return fmt.Errorf("%w: slot %d of %d", ErrSize, i, q.n)
 	}
@@ -426,7 +459,8 @@ func (q *ConnQueue) Sweep(alive func(pid int) bool) int {
 }
 
 // ProcessAlive reports whether a process with this pid exists (kill 0). A
-// recycled pid reads as alive; prefer Segment.Alive where a file exists.
+// recycled pid, or a zombie not yet waited for, reads as alive; prefer
+// Segment.Alive where a file exists.
 func ProcessAlive(pid int) bool {
 	if pid <= 0 {
 		return false
@@ -512,8 +546,16 @@ func (t *PeerTable) Clear(i int) error {
 }
 
 // Get returns slot i; ok is false when it is free. A slot being rewritten
-// or holding inconsistent fields is an error (ErrNotReady, ErrCorrupt).
+// or holding inconsistent fields is an error (ErrNotReady, ErrCorrupt). It
+// runs under Guard, since senders read it from the receiver's file.
 func (t *PeerTable) Get(i int) (p PeerInfo, ok bool, err error) {
+	if ferr := Guard(func() { p, ok, err = t.get(i) }); ferr != nil {
+		return PeerInfo{}, false, ferr
+	}
+	return p, ok, err
+}
+
+func (t *PeerTable) get(i int) (p PeerInfo, ok bool, err error) {
 	if i < 0 || i >= t.n {
 		return p, false, fmt.Errorf("%w: peer slot %d of %d", ErrSize, i, t.n)
 	}

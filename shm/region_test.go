@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -254,7 +255,6 @@ func TestConnQueue_PostRefusesBadRequests(t *testing.T) {
 	for _, mod := range []func(*ConnRequest){
 		func(c *ConnRequest) { c.SenderName = "x/y" },
 		func(c *ConnRequest) { c.RingName = "" },
-		func(c *ConnRequest) { c.SenderPID = 0 },
 		func(c *ConnRequest) { c.RingSize = 0 },
 		func(c *ConnRequest) { c.RingSize = MaxSegmentSize + 1 },
 	} {
@@ -570,5 +570,54 @@ func TestConnQueue_ConcurrentSendersGetTheirOwnAnswers(t *testing.T) {
 	}
 	if got := answered.Load(); got != senders*each {
 		t.Errorf("%d requests answered, want %d", got, senders*each)
+	}
+}
+
+func init() {
+	// Posts a request and then waits to be killed.
+	childRoles["post-and-hang"] = func(in *bufio.Scanner, out io.Writer) {
+		r, err := OpenRegion(readLine(in))
+		must(err)
+		ring, err := CreateSegment(NewName(), 4096)
+		must(err)
+		_, err = r.ConnQueue().Post(ConnRequest{SenderName: NewName(), RingName: ring.Name(), RingSize: ring.Size()})
+		must(err)
+		fmt.Fprintln(out, "posted", ring.Name())
+		for {
+			readLine(in)
+		}
+	}
+}
+
+// A sender killed with -9 after announcing itself: the receiver's waits end
+// by timeout, the ring's owner reads dead, and Sweep frees its slot.
+func TestRegion_SenderKilledMidRequestIsDetectedAndSwept(t *testing.T) {
+	r := newTestRegion(t, 2)
+	c := startChild(t, "post-and-hang")
+	c.send(r.Name())
+	ringName := c.expect("posted")
+	ring, err := OpenSegment(ringName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ring.Close()
+	if ok, err := ring.Alive(); !ok || err != nil {
+		t.Fatalf("live sender reads %v, %v", ok, err)
+	}
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	c.waitExit()
+	if ok, err := r.Doorbell().Wait(50*time.Millisecond, func() bool { return false }); ok || err != nil {
+		t.Fatalf("Wait with a dead sender = %v, %v; want a plain timeout", ok, err)
+	}
+	if ok, err := ring.Alive(); ok || err != nil {
+		t.Errorf("killed sender reads %v, %v", ok, err)
+	}
+	if n := r.ConnQueue().Sweep(ProcessAlive); n != 1 {
+		t.Errorf("Sweep freed %d slots, want 1", n)
+	}
+	if r.ConnQueue().Next(0) != -1 {
+		t.Error("the dead sender's request is still posted")
 	}
 }

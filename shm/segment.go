@@ -15,6 +15,10 @@ import (
 // read from a peer's file is untrusted.
 const MaxSegmentSize = 1 << 30
 
+// noTmpfile forces the temporary-name path, as on file systems without
+// O_TMPFILE (tests only).
+var noTmpfile = false
+
 // fileMode is the only permission a segment file ever has.
 const fileMode = 0o600
 
@@ -76,26 +80,32 @@ func createSegment(name string, size int, init func([]byte)) (s *Segment, err er
 	// Create an anonymous file (O_TMPFILE), or, where the file system lacks
 	// it, a temporary name that Reap leaves alone while young.
 	tmpPath := ""
-	fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, fileMode)
+	fd, err := -1, unix.EOPNOTSUPP
+	if !noTmpfile {
+		fd, err = unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, fileMode)
+	}
 	if err != nil {
 		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
 			return nil, fmt.Errorf("shm: create in %s: %w", dir, err)
 		}
 		tmpPath = segPath(Prefix() + tmpMarker + NewName()[len(Prefix()):])
+		register(tmpPath)
 		fd, err = unix.Open(tmpPath, unix.O_CREAT|unix.O_EXCL|unix.O_RDWR|unix.O_NOFOLLOW|unix.O_CLOEXEC, fileMode)
 		if err != nil {
+			unregister(tmpPath)
 			return nil, fmt.Errorf("shm: create %s: %w", tmpPath, err)
 		}
 	}
 	file := os.NewFile(uintptr(fd), path)
 	var mem mmap.MMap
 	defer func() {
+		if tmpPath != "" {
+			_ = unix.Unlink(tmpPath)
+			unregister(tmpPath)
+		}
 		if err != nil {
 			if mem != nil {
 				_ = mem.Unmap()
-			}
-			if tmpPath != "" {
-				_ = unix.Unlink(tmpPath)
 			}
 			_ = file.Close()
 		}
@@ -127,11 +137,7 @@ func createSegment(name string, size int, init func([]byte)) (s *Segment, err er
 	if tmpPath == "" {
 		err = unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), unix.AT_FDCWD, path, unix.AT_SYMLINK_FOLLOW)
 	} else {
-		err = unix.Link(tmpPath, path)
-		if err == nil {
-			_ = unix.Unlink(tmpPath)
-			tmpPath = ""
-		}
+		err = unix.Link(tmpPath, path) // the deferred cleanup unlinks tmpPath
 	}
 	if err != nil {
 		unregister(path)

@@ -351,6 +351,9 @@ func TestReap_SparesYoungTemporaryFiles(t *testing.T) {
 
 func init() {
 	childRoles["signal-cleanup"] = func(in *bufio.Scanner, out io.Writer) {
+		if os.Getenv("GOFI_TEST_NO_SIGNAL_CLEANUP") != "" {
+			DisableSignalCleanup()
+		}
 		r, err := CreateRegion(Config{})
 		must(err)
 		s, err := CreateSegment(NewName(), 1<<20)
@@ -391,5 +394,62 @@ func TestSignalCleanup_RemovesFilesAndDiesOfTheSignal(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Without O_TMPFILE the segment is built under a temporary name: the result
+// is the same (private, locked, published whole) and no temporary is left.
+func TestCreateSegment_WithoutOTmpfileLeavesNoTemporary(t *testing.T) {
+	dir := testDir(t)
+	noTmpfile = true
+	defer func() { noTmpfile = false }()
+	r, err := CreateRegion(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenRegion(r.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Close()
+	if ok, err := Alive(r.Name()); !ok || err != nil {
+		t.Errorf("Alive = %v, %v", ok, err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != r.Name() {
+		t.Errorf("directory holds %v, want only %s", ents, r.Name())
+	}
+	if _, err := CreateSegment(r.Name(), 4096); !errors.Is(err, os.ErrExist) {
+		t.Errorf("create over an existing name: %v", err)
+	}
+	r.Close()
+	if ents, _ := os.ReadDir(dir); len(ents) != 0 {
+		t.Errorf("left behind: %v", ents)
+	}
+	if Owned() != 0 {
+		t.Errorf("registry still holds %d paths", Owned())
+	}
+}
+
+// With the handler disabled, SIGTERM takes its default course: the process
+// dies of it and its files stay for the reaper.
+func TestDisableSignalCleanup_LeavesSignalsToTheApplication(t *testing.T) {
+	dir := testDir(t)
+	c := startChild(t, "signal-cleanup", "GOFI_TEST_NO_SIGNAL_CLEANUP=1")
+	names := strings.Fields(c.expect("names"))
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	st := c.waitExit()
+	if ws, ok := st.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGTERM {
+		t.Errorf("child ended with %v, want death by SIGTERM", st)
+	}
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(dir, n)); err != nil {
+			t.Errorf("%s removed although cleanup was disabled: %v", n, err)
+		}
+	}
+	if n, err := Reap(); err != nil || n != len(names) {
+		t.Errorf("Reap = %d, %v; want %d", n, err, len(names))
 	}
 }

@@ -1,0 +1,300 @@
+package fi
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// testAVName returns a name unique to this test process.
+func testAVName(t testing.TB, tag string) string {
+	name := fmt.Sprintf("test-%d-%s", os.Getpid(), tag)
+	path, err := namedAVPath(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(path) })
+	return name
+}
+
+const avChildEnv = "GOFI_AV_TEST_CHILD"
+
+// A named AV is shared with another process of the same user: it sees the
+// same entries at the same indices, and its changes are seen here.
+func TestNamedAV_TwoProcesses(t *testing.T) {
+	if name := os.Getenv(avChildEnv); name != "" {
+		namedAVChild(t, name)
+		return
+	}
+	name := testAVName(t, "two")
+	attr := &AVAttr{Name: name}
+	av := openTCPAV(t, attr)
+	if attr.MapAddr == 0 {
+		t.Fatal("map_addr not reported")
+	}
+	if _, err := av.Insert(sas(t, "10.0.0.1:1", "10.0.0.2:2", "10.0.0.3:3"), 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if dl, ok := t.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-5*time.Second))
+		defer cancel()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNamedAV_TwoProcesses$", "-test.v")
+	cmd.Env = append(os.Environ(), avChildEnv+"="+name, "GOFI_AV_TEST_MAPADDR="+strconv.FormatUint(attr.MapAddr, 10))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
+	}
+	// the child inserted 10.0.0.4:4 at index 3 and removed index 1
+	if s := lookupStr(t, av, 3); s != "fi_sockaddr_in://10.0.0.4:4" {
+		t.Fatalf("index 3 holds %s", s)
+	}
+	if _, err := av.Lookup(1); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("index 1 removed by the child: %v", err)
+	}
+	if i, ok := av.reverse(sa(t, "10.0.0.4:4")); !ok || i != 3 {
+		t.Fatalf("reverse of the child's address = %d, %v", i, ok)
+	}
+	got, _ := av.Insert(sas(t, "10.0.0.5:5"), 0)
+	wantAddrs(t, got, 1)
+	if av.Count() != 4 {
+		t.Fatalf("Count %d, want 4", av.Count())
+	}
+}
+
+func namedAVChild(t *testing.T, name string) {
+	ma, _ := strconv.ParseUint(os.Getenv("GOFI_AV_TEST_MAPADDR"), 10, 64)
+	attr := &AVAttr{Name: name, MapAddr: ma}
+	av := openTCPAV(t, attr)
+	for i, want := range []string{"10.0.0.1:1", "10.0.0.2:2", "10.0.0.3:3"} {
+		if s := lookupStr(t, av, Addr(i)); s != "fi_sockaddr_in://"+want {
+			t.Fatalf("child: index %d holds %s", i, s)
+		}
+	}
+	got, err := av.Insert(sas(t, "10.0.0.4:4"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAddrs(t, got, 3)
+	if err := av.Remove([]Addr{1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	ro := openTCPAV(t, &AVAttr{Name: name, Flags: Read})
+	if _, err := ro.Insert(sas(t, "10.0.0.9:9"), 0); !errors.Is(err, ErrAccess) {
+		t.Fatalf("child: read-only insert: %v", err)
+	}
+}
+
+// FI_READ: the AV must exist, and is read-only.
+func TestNamedAV_ReadOnly(t *testing.T) {
+	name := testAVName(t, "ro")
+	_, fab, dom := openFirst(t, "tcp")
+	defer fab.Close()
+	defer dom.Close()
+	if _, err := dom.OpenAV(&AVAttr{Name: name, Flags: Read}); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("read-only open of a missing AV: %v", err)
+	}
+	rw := openTCPAV(t, &AVAttr{Name: name})
+	rw.Insert(sas(t, "10.0.0.1:1"), 0)
+	ro := openTCPAV(t, &AVAttr{Name: name, Flags: Read})
+	if s := lookupStr(t, ro, 0); s != "fi_sockaddr_in://10.0.0.1:1" {
+		t.Fatal(s)
+	}
+	if _, err := ro.Insert(sas(t, "10.0.0.2:1"), 0); !errors.Is(err, ErrAccess) {
+		t.Fatalf("Insert on read-only AV: %v", err)
+	}
+	if _, err := ro.InsertSvc("10.0.0.2", "1", 0); !errors.Is(err, ErrAccess) {
+		t.Fatalf("InsertSvc on read-only AV: %v", err)
+	}
+	if err := ro.Remove([]Addr{0}, 0); !errors.Is(err, ErrAccess) {
+		t.Fatalf("Remove on read-only AV: %v", err)
+	}
+	rw.Insert(sas(t, "10.0.0.3:1"), 0)
+	if s := lookupStr(t, ro, 1); s != "fi_sockaddr_in://10.0.0.3:1" {
+		t.Fatalf("read-only view misses a later insert: %s", s)
+	}
+}
+
+// map_addr is returned when 0 was given; a different one is refused.
+func TestNamedAV_MapAddr(t *testing.T) {
+	name := testAVName(t, "map")
+	a1 := &AVAttr{Name: name}
+	openTCPAV(t, a1)
+	if a1.MapAddr == 0 {
+		t.Fatal("map_addr 0 after open")
+	}
+	a2 := &AVAttr{Name: name}
+	openTCPAV(t, a2)
+	if a2.MapAddr != a1.MapAddr {
+		t.Fatalf("second open reports %#x, first %#x", a2.MapAddr, a1.MapAddr)
+	}
+	_, fab, dom := openFirst(t, "tcp")
+	defer fab.Close()
+	defer dom.Close()
+	if _, err := dom.OpenAV(&AVAttr{Name: name, MapAddr: a1.MapAddr + 8}); !errors.Is(err, ErrInval) {
+		t.Fatalf("open with another map_addr: %v", err)
+	}
+	// map_addr is ignored without a name
+	a3 := &AVAttr{MapAddr: 1234}
+	openTCPAV(t, a3)
+	if a3.MapAddr != 1234 {
+		t.Fatalf("unnamed AV changed map_addr to %#x", a3.MapAddr)
+	}
+}
+
+// The file is private (0600) and removed when the last user closes.
+func TestNamedAV_FileModeAndRemoval(t *testing.T) {
+	name := testAVName(t, "mode")
+	path, _ := namedAVPath(name)
+	_, fab, dom := openFirst(t, "shm")
+	defer fab.Close()
+	defer dom.Close()
+	av1, err := dom.OpenAV(&AVAttr{Name: name, Flags: Symmetric})
+	if err != nil {
+		t.Fatal(err)
+	}
+	av2, err := dom.OpenAV(&AVAttr{Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("stat %s: %v %v", path, st, err)
+	}
+	got, err := av1.InsertSym("fi_shm://r0", 3, "", 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := av2.Lookup(got[2]); string(b) != "fi_shm://r2" {
+		t.Fatalf("second handle sees %q", b)
+	}
+	av1.Close()
+	if _, err := os.Stat(path); err != nil {
+		t.Fatal("file removed while still open")
+	}
+	av2.Close()
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("file left after the last close: %v", err)
+	}
+}
+
+// A named AV holds max(Count, 1024) entries; more get FI_ENOSPC.
+func TestNamedAV_Capacity(t *testing.T) {
+	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap"), Count: 1500})
+	var addrs [][]byte
+	for i := range 1501 {
+		addrs = append(addrs, sa(t, fmt.Sprintf("10.0.%d.%d:1", i/250, i%250)))
+	}
+	got, err := av.Insert(addrs, 0)
+	var ie *InsertError
+	if !errors.As(err, &ie) || ie.Inserted != 1500 || !errors.Is(err, ErrNoSpc) || got[1500] != AddrNotAvail {
+		t.Fatalf("over capacity: %v", err)
+	}
+}
+
+// A file whose processes all died is stale and replaced at open.
+func TestNamedAV_StaleReplaced(t *testing.T) {
+	name := testAVName(t, "stale")
+	av := openTCPAV(t, &AVAttr{Name: name})
+	av.Insert(sas(t, "10.0.0.1:1"), 0)
+	// pretend the process died: a pid that is not running, file left
+	dead := exec.Command("true")
+	dead.Run()
+	binary.LittleEndian.PutUint32(av.named.m[hPids+4*av.named.pid:], uint32(dead.Process.Pid))
+	av2 := openTCPAV(t, &AVAttr{Name: name})
+	if av2.Count() != 0 {
+		t.Fatalf("stale AV reused with %d entries", av2.Count())
+	}
+}
+
+// Foreign or corrupt files are refused with an error, never a panic.
+func TestNamedAV_CorruptFileRefused(t *testing.T) {
+	good := func() []byte {
+		b := make([]byte, namedHdrSize+namedMinCap*24)
+		copy(b, namedMagic)
+		le := binary.LittleEndian
+		le.PutUint32(b[hVersion:], namedVersion)
+		le.PutUint32(b[hHdrSize:], namedHdrSize)
+		le.PutUint32(b[hFormat:], uint32(SockaddrIn))
+		le.PutUint32(b[hSlotSize:], 24)
+		le.PutUint32(b[hCap:], namedMinCap)
+		le.PutUint32(b[hPids:], uint32(os.Getpid()))
+		return b
+	}
+	for _, c := range []struct {
+		name string
+		edit func([]byte) []byte
+		mode os.FileMode
+		want Errno
+	}{
+		{"bad magic", func(b []byte) []byte { b[0] = 'X'; return b }, 0o600, ErrInval},
+		{"newer version", func(b []byte) []byte { b[hVersion] = 9; return b }, 0o600, ErrInval},
+		{"other format", func(b []byte) []byte { b[hFormat] = byte(AddrStr); return b }, 0o600, ErrInval},
+		{"bad slot size", func(b []byte) []byte { b[hSlotSize] = 7; return b }, 0o600, ErrInval},
+		{"capacity past the end", func(b []byte) []byte { b[hCap+2] = 1; return b }, 0o600, ErrInval},
+		{"short file", func(b []byte) []byte { return b[:100] }, 0o600, ErrInval},
+		{"readable by others", func(b []byte) []byte { return b }, 0o644, ErrPerm},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			name := testAVName(t, "corrupt")
+			path, _ := namedAVPath(name)
+			if err := os.WriteFile(path, c.edit(good()), c.mode); err != nil {
+				t.Fatal(err)
+			}
+			os.Chmod(path, c.mode)
+			_, fab, dom := openFirst(t, "tcp")
+			defer fab.Close()
+			defer dom.Close()
+			for _, fl := range []Flags{0, Read} {
+				if av, err := dom.OpenAV(&AVAttr{Name: name, Flags: fl}); !errors.Is(err, c.want) {
+					if av != nil {
+						av.Close()
+					}
+					t.Fatalf("flags %v: OpenAV = %v, want %v", fl, err, c.want)
+				}
+			}
+		})
+	}
+}
+
+// Entries written by a corrupt or hostile peer are bounds-checked.
+func TestNamedAV_HostileEntries(t *testing.T) {
+	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "hostile")})
+	av.Insert(sas(t, "10.0.0.1:1"), 0)
+	m := av.named.m
+	le := binary.LittleEndian
+	le.PutUint16(m[namedHdrSize+4:], 0xffff) // length past the slot
+	le.PutUint32(m[hHW:], 0xffffffff)        // high water past capacity
+	le.PutUint32(m[hLowFree:], 0xfffffff0)   // hint past capacity
+	le.PutUint32(m[namedHdrSize+24*5:], 1)   // slot 5 "in use"
+	le.PutUint16(m[namedHdrSize+24*5+4:], 3) // with 3 bytes
+	b, err := av.Lookup(0)
+	if err != nil || len(b) > 16 {
+		t.Fatalf("Lookup of an over-long entry: %x, %v", b, err)
+	}
+	if b, err := av.Lookup(5); err != nil || len(b) != 3 {
+		t.Fatalf("Lookup(5) = %x, %v", b, err)
+	}
+	if _, err := av.Lookup(namedMinCap + 5); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("Lookup past capacity: %v", err)
+	}
+	got, err := av.Insert(sas(t, "10.0.0.2:1"), 0)
+	if err != nil || got[0] != 1 {
+		t.Fatalf("insert after corruption: %v %v", got, err)
+	}
+	av.reverse(sa(t, "10.0.0.2:1"))
+	if !bytes.Equal(m[:8], []byte(namedMagic)) {
+		t.Fatal("header changed")
+	}
+}
