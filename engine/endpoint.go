@@ -438,7 +438,7 @@ func (ep *Endpoint) Recv(a *RecvArgs) Code {
 			return CodeInval
 		}
 		for _, p := range ep.placed {
-			ep.landUx(ri, p.Msg, match.Match[uint32]{Op: ri, Ctx: a.Ctx, Multi: true, Offset: p.Offset, Len: p.Len, Truncated: p.Truncated, Released: p.Released})
+			ep.landUx(ri, p.Msg, match.Match[uint32]{Op: ri, Multi: true, Offset: p.Offset, Len: p.Len, Truncated: p.Truncated, Released: p.Released})
 		}
 		if stays {
 			ep.nrx++
@@ -535,7 +535,7 @@ func (ep *Endpoint) srcField(src uint64) uint64 {
 // deliverUx lands an unexpected message in a freshly made plain receive.
 func (ep *Endpoint) deliverUx(ri uint32, msg match.Msg[uint32]) Code {
 	n := min(ep.rx[ri].size, msg.Len)
-	ep.landUx(ri, msg, match.Match[uint32]{Op: ri, Ctx: ep.rx[ri].ctx, Len: n, Truncated: n < msg.Len, Released: true})
+	ep.landUx(ri, msg, match.Match[uint32]{Op: ri, Len: n, Truncated: n < msg.Len, Released: true})
 	if ep.rx[ri].fetches == 0 {
 		ep.rxPut(ri)
 	}
