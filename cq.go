@@ -148,37 +148,20 @@ func (cq *CQ) Sread(entries []CQEntry, timeout time.Duration) (int, error) {
 	return cq.read(entries, timeout, true)
 }
 
-// chunk bounds the engine entries converted per call, so the scratch
-// array lives on the stack.
-const chunk = 16
-
 func (cq *CQ) read(entries []CQEntry, timeout time.Duration, block bool) (int, error) {
-	var tmp [chunk]engine.Entry
-	total := 0
-	for total < len(entries) || len(entries) == 0 {
-		want := min(len(entries)-total, chunk)
-		var n int
-		var c engine.Code
-		if block && total == 0 {
-			n, c = cq.eng.Sread(tmp[:want], timeout)
-		} else {
-			n, c = cq.eng.Read(tmp[:want])
-		}
-		for i := range n {
-			cq.convert(&entries[total+i], &tmp[i])
-		}
-		total += n
-		if c != 0 {
-			if total > 0 {
-				return total, nil
-			}
-			return 0, codeErr(c)
-		}
-		if n < want || len(entries) == 0 {
-			break
-		}
+	i := 0
+	put := func(e *engine.Entry) { cq.convert(&entries[i], e); i++ }
+	var n int
+	var c engine.Code
+	if block {
+		n, c = cq.eng.SreadTo(len(entries), put, timeout)
+	} else {
+		n, c = cq.eng.ReadTo(len(entries), put)
 	}
-	return total, nil
+	if c != 0 {
+		return n, codeErr(c)
+	}
+	return n, nil
 }
 
 func (cq *CQ) convert(dst *CQEntry, e *engine.Entry) {

@@ -351,13 +351,16 @@ const recvFlags = Completion | More | MultiRecv
 
 const tagRecvFlags = Completion | More | Peek | Claim | Discard
 
-func (ep *Endpoint) send(iov [][]byte, dest Addr, kind transport.Kind, tag, data uint64, flags Flags, ctx any) error {
-	if len(iov) > ep.iovLimit {
-		return errIOVLimit
-	}
-	n := 0
-	for _, b := range iov {
-		n += len(b)
+func (ep *Endpoint) send(a *engine.SendArgs, dest Addr, flags Flags, ctx any) error {
+	n := len(a.Buf)
+	if a.IOV != nil {
+		if len(a.IOV) > ep.iovLimit {
+			return errIOVLimit
+		}
+		n = 0
+		for _, b := range a.IOV {
+			n += len(b)
+		}
 	}
 	if ep.maxMsg > 0 && n > ep.maxMsg {
 		return errMsgSize
@@ -365,35 +368,37 @@ func (ep *Endpoint) send(iov [][]byte, dest Addr, kind transport.Kind, tag, data
 	if flags&Inject != 0 && n > ep.injectSize {
 		return errInject
 	}
-	a, group := splitGroupAddr(dest)
-	c := ep.eng.Send(&engine.SendArgs{IOV: iov, Dest: uint64(a), Group: group, Kind: kind,
-		Tag: tag, Data: data, Flags: uint64(flags), Ctx: ctx})
-	return codeErr(c)
+	d, group := splitGroupAddr(dest)
+	a.Dest, a.Group, a.Flags = uint64(d), group, uint64(flags)
+	return codeErr(ep.eng.Send(a, ctx))
 }
 
-func (ep *Endpoint) recv(iov [][]byte, src Addr, kind transport.Kind, tag, ignore uint64, flags Flags, ctx any) error {
-	if len(iov) > ep.iovLimit {
+func (ep *Endpoint) recv(a *engine.RecvArgs, src Addr, flags Flags, ctx any) error {
+	if a.IOV != nil && len(a.IOV) > ep.iovLimit {
 		return errIOVLimit
 	}
 	s, group := splitGroupAddr(src)
 	if src == AddrUnspec {
 		s, group = AddrUnspec, 0
 	}
-	c := ep.eng.Recv(&engine.RecvArgs{IOV: iov, Src: uint64(s), Group: group, Kind: kind,
-		Tag: tag, Ignore: ignore, Flags: uint64(flags), Ctx: ctx})
+	a.Src, a.Group, a.Flags = uint64(s), group, uint64(flags)
+	c := ep.eng.Recv(a, ctx)
 	if c == engine.CodeNoMsg {
 		return opErr("Endpoint", ErrNoMsg, "no message claimed with this context")
 	}
 	return codeErr(c)
 }
 
+// Both helpers take the engine's argument struct by pointer from the
+// caller's stack: it does not escape, and a single buffer travels as Buf
+// so no iov array is built per call.
+
 // Send sends buf to dest (fi_send). ctx comes back in the completion.
 func (ep *Endpoint) Send(buf []byte, dest Addr, ctx any) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindMsg, 0, 0, ep.txOpFlags&sendFlags, ctx)
+	return ep.send(&engine.SendArgs{Buf: buf, Kind: transport.KindMsg}, dest, ep.txOpFlags&sendFlags, ctx)
 }
 
 // SendV sends the concatenation of iov (fi_sendv).
@@ -401,7 +406,7 @@ func (ep *Endpoint) SendV(iov [][]byte, dest Addr, ctx any) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	return ep.send(iov, dest, transport.KindMsg, 0, 0, ep.txOpFlags&sendFlags, ctx)
+	return ep.send(&engine.SendArgs{IOV: nonNil(iov), Kind: transport.KindMsg}, dest, ep.txOpFlags&sendFlags, ctx)
 }
 
 // SendData sends buf with remote CQ data (fi_senddata): the receiver's
@@ -410,8 +415,7 @@ func (ep *Endpoint) SendData(buf []byte, data uint64, dest Addr, ctx any) error 
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindMsg, 0, data, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
+	return ep.send(&engine.SendArgs{Buf: buf, Kind: transport.KindMsg, Data: data}, dest, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
 }
 
 // Inject sends a small message (at most TxAttr.InjectSize bytes) whose
@@ -420,8 +424,7 @@ func (ep *Endpoint) Inject(buf []byte, dest Addr) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindMsg, 0, 0, Inject, nil)
+	return ep.send(&engine.SendArgs{Buf: buf, Kind: transport.KindMsg}, dest, Inject, nil)
 }
 
 // SendMsg sends msg with explicit flags (fi_sendmsg): RemoteCQData,
@@ -436,7 +439,7 @@ func (ep *Endpoint) SendMsg(msg *Message, flags Flags) error {
 	if flags&^sendFlags != 0 {
 		return errSendFlags
 	}
-	return ep.send(msg.IOV, msg.Addr, transport.KindMsg, 0, msg.Data, flags, msg.Context)
+	return ep.send(&engine.SendArgs{IOV: nonNil(msg.IOV), Kind: transport.KindMsg, Data: msg.Data}, msg.Addr, flags, msg.Context)
 }
 
 // Recv posts a receive buffer (fi_recv). src filters the sender when the
@@ -446,8 +449,7 @@ func (ep *Endpoint) Recv(buf []byte, src Addr, ctx any) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.recv(iov[:], src, transport.KindMsg, 0, 0, ep.rxOpFlags&recvFlags, ctx)
+	return ep.recv(&engine.RecvArgs{Buf: buf, Kind: transport.KindMsg}, src, ep.rxOpFlags&recvFlags, ctx)
 }
 
 // RecvV posts a vectored receive (fi_recvv).
@@ -455,7 +457,7 @@ func (ep *Endpoint) RecvV(iov [][]byte, src Addr, ctx any) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	return ep.recv(iov, src, transport.KindMsg, 0, 0, ep.rxOpFlags&recvFlags, ctx)
+	return ep.recv(&engine.RecvArgs{IOV: nonNil(iov), Kind: transport.KindMsg}, src, ep.rxOpFlags&recvFlags, ctx)
 }
 
 // RecvMsg posts a receive with explicit flags (fi_recvmsg): Completion,
@@ -474,7 +476,7 @@ func (ep *Endpoint) RecvMsg(msg *Message, flags Flags) error {
 	if flags&MultiRecv != 0 && ep.caps&MultiRecv == 0 {
 		return opErr("Endpoint.RecvMsg", ErrOpNotSupp, "endpoint lacks the MultiRecv capability")
 	}
-	return ep.recv(msg.IOV, msg.Addr, transport.KindMsg, 0, 0, flags, msg.Context)
+	return ep.recv(&engine.RecvArgs{IOV: nonNil(msg.IOV), Kind: transport.KindMsg}, msg.Addr, flags, msg.Context)
 }
 
 // TSend sends a tagged message (fi_tsend).
@@ -482,8 +484,7 @@ func (ep *Endpoint) TSend(buf []byte, dest Addr, tag uint64, ctx any) error {
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindTagged, tag, 0, ep.txOpFlags&sendFlags, ctx)
+	return ep.send(&engine.SendArgs{Buf: buf, Kind: transport.KindTagged, Tag: tag}, dest, ep.txOpFlags&sendFlags, ctx)
 }
 
 // TSendV sends a vectored tagged message (fi_tsendv).
@@ -491,7 +492,7 @@ func (ep *Endpoint) TSendV(iov [][]byte, dest Addr, tag uint64, ctx any) error {
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	return ep.send(iov, dest, transport.KindTagged, tag, 0, ep.txOpFlags&sendFlags, ctx)
+	return ep.send(&engine.SendArgs{IOV: nonNil(iov), Kind: transport.KindTagged, Tag: tag}, dest, ep.txOpFlags&sendFlags, ctx)
 }
 
 // TSendData sends a tagged message with remote CQ data (fi_tsenddata).
@@ -499,8 +500,7 @@ func (ep *Endpoint) TSendData(buf []byte, data uint64, dest Addr, tag uint64, ct
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindTagged, tag, data, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
+	return ep.send(&engine.SendArgs{Buf: buf, Kind: transport.KindTagged, Tag: tag, Data: data}, dest, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
 }
 
 // TInject sends a small tagged message with no completion (fi_tinject).
@@ -508,8 +508,7 @@ func (ep *Endpoint) TInject(buf []byte, dest Addr, tag uint64) error {
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindTagged, tag, 0, Inject, nil)
+	return ep.send(&engine.SendArgs{Buf: buf, Kind: transport.KindTagged, Tag: tag}, dest, Inject, nil)
 }
 
 // TSendMsg sends a tagged message with explicit flags (fi_tsendmsg).
@@ -523,7 +522,7 @@ func (ep *Endpoint) TSendMsg(msg *TaggedMsg, flags Flags) error {
 	if flags&^sendFlags != 0 {
 		return errSendFlags
 	}
-	return ep.send(msg.IOV, msg.Addr, transport.KindTagged, msg.Tag, msg.Data, flags, msg.Context)
+	return ep.send(&engine.SendArgs{IOV: nonNil(msg.IOV), Kind: transport.KindTagged, Tag: msg.Tag, Data: msg.Data}, msg.Addr, flags, msg.Context)
 }
 
 // TRecv posts a tagged receive (fi_trecv): it takes a message whose tag
@@ -532,8 +531,7 @@ func (ep *Endpoint) TRecv(buf []byte, src Addr, tag, ignore uint64, ctx any) err
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.recv(iov[:], src, transport.KindTagged, tag, ignore, ep.rxOpFlags&recvFlags, ctx)
+	return ep.recv(&engine.RecvArgs{Buf: buf, Kind: transport.KindTagged, Tag: tag, Ignore: ignore}, src, ep.rxOpFlags&recvFlags, ctx)
 }
 
 // TRecvV posts a vectored tagged receive (fi_trecvv).
@@ -541,7 +539,7 @@ func (ep *Endpoint) TRecvV(iov [][]byte, src Addr, tag, ignore uint64, ctx any) 
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	return ep.recv(iov, src, transport.KindTagged, tag, ignore, ep.rxOpFlags&recvFlags, ctx)
+	return ep.recv(&engine.RecvArgs{IOV: nonNil(iov), Kind: transport.KindTagged, Tag: tag, Ignore: ignore}, src, ep.rxOpFlags&recvFlags, ctx)
 }
 
 // TRecvMsg posts a tagged receive with explicit flags (fi_trecvmsg):
@@ -564,7 +562,7 @@ func (ep *Endpoint) TRecvMsg(msg *TaggedMsg, flags Flags) error {
 	if flags&Discard != 0 && flags&(Peek|Claim) == 0 {
 		return opErr("Endpoint.TRecvMsg", ErrBadFlags, "Discard needs Peek or Claim")
 	}
-	return ep.recv(msg.IOV, msg.Addr, transport.KindTagged, msg.Tag, msg.Ignore, flags, msg.Context)
+	return ep.recv(&engine.RecvArgs{IOV: nonNil(msg.IOV), Kind: transport.KindTagged, Tag: msg.Tag, Ignore: msg.Ignore}, msg.Addr, flags, msg.Context)
 }
 
 // Cancel cancels the posted receive whose context is ctx (fi_cancel): it
@@ -598,3 +596,12 @@ type avBook struct {
 func (b *avBook) Lookup(a uint64) ([]byte, bool) { return b.av.lookupBytes(Addr(a), b.scratch[:0]) }
 
 func (b *avBook) Reverse(addr []byte) (uint64, bool) { return b.av.reverse(addr) }
+
+// nonNil keeps an empty vectored call vectored: a nil iov would read as
+// "use Buf" in the engine's arguments.
+func nonNil(iov [][]byte) [][]byte {
+	if iov == nil {
+		return [][]byte{}
+	}
+	return iov
+}

@@ -220,28 +220,33 @@ func (cq *CQ) progressLocked() bool {
 // next entry is an error entry (read it with ReadErr). Entries are
 // returned in completion order; an error entry stops the batch before it.
 func (cq *CQ) Read(dst []Entry) (int, Code) {
+	i := 0
+	return cq.ReadTo(len(dst), func(e *Entry) { dst[i] = *e; i++ })
+}
+
+// ReadTo is Read handing each completion to put (in order, at most max)
+// instead of copying it into a slice: callers convert entries in place
+// without a scratch array. put runs with the CQ's lock held and must not
+// call back into the CQ; the entry it sees is valid only during the call.
+func (cq *CQ) ReadTo(max int, put func(*Entry)) (int, Code) {
 	cq.lock()
-	n, c := cq.readLocked(dst)
+	cq.progressLocked()
+	n, c := cq.take(max, put)
 	cq.unlock()
 	return n, c
 }
 
-func (cq *CQ) readLocked(dst []Entry) (int, Code) {
-	cq.progressLocked()
-	return cq.take(dst)
-}
-
-func (cq *CQ) take(dst []Entry) (int, Code) {
+func (cq *CQ) take(max int, put func(*Entry)) (int, Code) {
 	if cq.head == cq.tail {
 		return 0, CodeAgain
 	}
 	n := 0
-	for n < len(dst) && cq.head != cq.tail {
+	for n < max && cq.head != cq.tail {
 		e := &cq.ring[cq.head&cq.mask]
 		if e.Err != 0 {
 			break
 		}
-		dst[n] = *e
+		put(e)
 		*e = Entry{} // drop references for the GC
 		cq.head++
 		n++
@@ -299,12 +304,18 @@ const (
 // waits forever. It returns what Read would, and CodeAgain on timeout or
 // after Signal, as libfabric does.
 func (cq *CQ) Sread(dst []Entry, timeout time.Duration) (int, Code) {
+	i := 0
+	return cq.SreadTo(len(dst), func(e *Entry) { dst[i] = *e; i++ }, timeout)
+}
+
+// SreadTo is Sread handing completions to put, as ReadTo does.
+func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Code) {
 	var deadline time.Time
 	if timeout >= 0 {
 		deadline = time.Now().Add(timeout)
 	}
 	for i := 0; ; i++ {
-		n, c := cq.Read(dst)
+		n, c := cq.ReadTo(max, put)
 		if c != CodeAgain {
 			return n, c
 		}

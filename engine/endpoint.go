@@ -87,8 +87,8 @@ type Endpoint struct {
 
 	pool bufPool
 
-	peerOf  []int64  // fi_addr -> transport peer + 1 (0: unresolved)
-	srcOf   []uint64 // transport peer -> fi_addr + 1 (0: unresolved)
+	peerOf  []int64    // fi_addr -> transport peer + 1 (0: unresolved)
+	srcOf   []srcEntry // transport peer -> fi_addr
 	placed  []match.Placed[uint32]
 	oneIOV  [1][]byte
 	closed  bool
@@ -109,7 +109,8 @@ type rxOp struct {
 
 type txOp struct {
 	ctx   any
-	iov   [][]byte // one[:] or iovs: the engine's own copy of the caller's
+	hdr   transport.Header // what the transport may hold until completion
+	iov   [][]byte         // one[:] or iovs: the engine's own copy of the caller's
 	one   [1][]byte
 	iovs  [][]byte
 	kind  transport.Kind
@@ -121,7 +122,11 @@ type txOp struct {
 // setIOV copies the caller's iov headers into storage the engine owns, so
 // the caller's [][]byte never escapes (a stack array works) and the
 // transport may hold the copy until the operation completes.
-func setIOV(one *[1][]byte, iovs *[][]byte, src [][]byte) [][]byte {
+func setIOV(one *[1][]byte, iovs *[][]byte, buf []byte, src [][]byte) [][]byte {
+	if src == nil {
+		one[0] = buf
+		return one[:]
+	}
 	if len(src) == 1 {
 		one[0] = src[0]
 		return one[:]
@@ -227,8 +232,11 @@ func (ep *Endpoint) AddrChanged() {
 // ---------------------------------------------------------------------------
 // transmit
 
-// SendArgs describe one transmit.
+// SendArgs describe one transmit: the payload is Buf, or IOV when it is
+// not nil. The context travels as a separate argument so that escape
+// analysis does not tie the caller's iov array to it.
 type SendArgs struct {
+	Buf   []byte
 	IOV   [][]byte
 	Dest  uint64 // fi_addr (group bits already split off)
 	Group uint32
@@ -236,13 +244,12 @@ type SendArgs struct {
 	Tag   uint64
 	Data  uint64
 	Flags uint64 // FlagRemoteCQData, FlagCompletion, FlagInject
-	Ctx   any
 }
 
 // Send starts a message. With FlagInject the payload must fit the
 // transport's eager size and no completion is generated. It returns
 // CodeAgain when the transmit queue or the transport has no room.
-func (ep *Endpoint) Send(a *SendArgs) Code {
+func (ep *Endpoint) Send(a *SendArgs, ctx any) Code {
 	ep.ser.Lock()
 	defer ep.ser.Unlock()
 	if ep.closed {
@@ -252,9 +259,12 @@ func (ep *Endpoint) Send(a *SendArgs) Code {
 	if c != 0 {
 		return c
 	}
-	n := 0
-	for _, b := range a.IOV {
-		n += len(b)
+	n := len(a.Buf)
+	if a.IOV != nil {
+		n = 0
+		for _, b := range a.IOV {
+			n += len(b)
+		}
 	}
 	inject := a.Flags&FlagInject != 0
 	if inject && n > ep.tr.MaxEager() {
@@ -263,16 +273,16 @@ func (ep *Endpoint) Send(a *SendArgs) Code {
 	if ep.ntx >= ep.cfg.TxSize {
 		return CodeAgain
 	}
-	hdr := transport.Header{Kind: a.Kind, Group: a.Group, Tag: a.Tag, Len: uint64(n)}
-	if a.Flags&FlagRemoteCQData != 0 {
-		hdr.Flags |= transport.FlagRemoteData
-		hdr.Data = a.Data
-	}
 	idx := ep.txAlloc()
 	op := ep.tx[idx]
-	op.ctx, op.kind, op.flags, op.n, op.live = a.Ctx, a.Kind, a.Flags, n, true
-	op.iov = setIOV(&op.one, &op.iovs, a.IOV)
-	done, tc := ep.tr.Send(peer, &hdr, op.iov, transport.Op(tokTx|uint64(idx)))
+	op.ctx, op.kind, op.flags, op.n, op.live = ctx, a.Kind, a.Flags, n, true
+	op.hdr = transport.Header{Kind: a.Kind, Group: a.Group, Tag: a.Tag, Len: uint64(n)}
+	if a.Flags&FlagRemoteCQData != 0 {
+		op.hdr.Flags |= transport.FlagRemoteData
+		op.hdr.Data = a.Data
+	}
+	op.iov = setIOV(&op.one, &op.iovs, a.Buf, a.IOV)
+	done, tc := ep.tr.Send(peer, &op.hdr, op.iov, transport.Op(tokTx|uint64(idx)))
 	if tc != 0 {
 		ep.txPut(idx)
 		if tc == transport.EAgain {
@@ -354,26 +364,40 @@ func (ep *Endpoint) peer(a uint64) (transport.Peer, Code) {
 }
 
 // source returns the fi_addr a peer's messages report, or AddrUnknown.
+// Neither matching nor completions need it without FI_SOURCE or
+// FI_DIRECTED_RECV, so then it costs nothing. Misses are cached too, until
+// the AV changes.
 func (ep *Endpoint) source(p transport.Peer) uint64 {
-	if int(p) < len(ep.srcOf) && ep.srcOf[p] != 0 {
-		return ep.srcOf[p] - 1
+	if !ep.cfg.Source && !ep.cfg.DirectedRecv {
+		return AddrUnknown
+	}
+	if int(p) < len(ep.srcOf) && ep.srcOf[p].known {
+		return ep.srcOf[p].addr
 	}
 	a, ok := ep.cfg.Addrs.Reverse(ep.tr.PeerAddr(p))
 	if !ok {
-		return AddrUnknown
+		a = AddrUnknown
 	}
 	for len(ep.srcOf) <= int(p) {
-		ep.srcOf = append(ep.srcOf, 0)
+		ep.srcOf = append(ep.srcOf, srcEntry{})
 	}
-	ep.srcOf[p] = a + 1
+	ep.srcOf[p] = srcEntry{addr: a, known: true}
 	return a
+}
+
+// srcEntry caches the fi_addr a transport peer's messages report.
+type srcEntry struct {
+	addr  uint64
+	known bool
 }
 
 // ---------------------------------------------------------------------------
 // receive
 
-// RecvArgs describe one receive (or a peek / claim search).
+// RecvArgs describe one receive (or a peek / claim search): the buffer is
+// Buf, or IOV when it is not nil.
 type RecvArgs struct {
+	Buf    []byte
 	IOV    [][]byte
 	Src    uint64 // fi_addr or AddrUnspec (^0); ignored without DirectedRecv
 	Group  uint32
@@ -381,14 +405,13 @@ type RecvArgs struct {
 	Tag    uint64
 	Ignore uint64
 	Flags  uint64 // FlagMultiRecv, FlagPeek, FlagClaim, FlagDiscard, FlagCompletion
-	Ctx    any
 }
 
 // Recv posts a receive, or with FlagPeek searches the unexpected messages
 // (completion with the message's details, or an FI_ENOMSG error entry),
 // with FlagClaim takes a message claimed by an earlier Peek|Claim, with
 // FlagDiscard drops what it finds.
-func (ep *Endpoint) Recv(a *RecvArgs) Code {
+func (ep *Endpoint) Recv(a *RecvArgs, ctx any) Code {
 	ep.ser.Lock()
 	defer ep.ser.Unlock()
 	if ep.closed {
@@ -401,38 +424,35 @@ func (ep *Endpoint) Recv(a *RecvArgs) Code {
 	}
 	switch {
 	case a.Flags&FlagPeek != 0:
-		return ep.peek(m, w, a)
+		return ep.peek(m, w, a, ctx)
 	case a.Flags&FlagClaim != 0:
-		msg, ok := m.Claim(a.Ctx)
+		msg, ok := m.Claim(ctx)
 		if !ok {
 			return CodeNoMsg
 		}
 		if a.Flags&FlagDiscard != 0 {
 			u := &ep.ux[msg.Data]
 			if cq := ep.cfg.RxCQ; cq != nil {
-				cq.Push(&Entry{Context: a.Ctx, Flags: FlagRecv | kindFlag(a.Kind), Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
+				cq.Push(&Entry{Context: ctx, Flags: FlagRecv | kindFlag(a.Kind), Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
 			}
 			ep.dropUx(msg.Data)
 			ep.uxPut(msg.Data)
 			return 0
 		}
-		return ep.deliverUx(ep.newRx(a), msg)
+		return ep.deliverUx(ep.newRx(a, ctx), msg)
 	}
 	if ep.nrx >= ep.cfg.RxSize {
 		return CodeAgain
 	}
 	if a.Flags&FlagMultiRecv != 0 {
-		size := 0
-		for _, b := range a.IOV {
-			size += len(b)
-		}
-		if len(a.IOV) != 1 {
+		if a.IOV != nil && len(a.IOV) != 1 {
 			return CodeInval // a multi-receive buffer is one contiguous region
 		}
-		ri := ep.newRx(a)
+		ri := ep.newRx(a, ctx)
+		size := ep.rx[ri].size
 		var err error
 		var stays bool
-		ep.placed, stays, err = m.PostMultiRecv(match.Recv[uint32]{Want: w, Ctx: a.Ctx, Op: ri}, size, ep.placed[:0])
+		ep.placed, stays, err = m.PostMultiRecv(match.Recv[uint32]{Want: w, Ctx: ctx, Op: ri}, size, ep.placed[:0])
 		if err != nil {
 			ep.rxPut(ri)
 			return CodeInval
@@ -447,8 +467,8 @@ func (ep *Endpoint) Recv(a *RecvArgs) Code {
 		}
 		return 0
 	}
-	ri := ep.newRx(a)
-	msg, found := m.PostRecv(match.Recv[uint32]{Want: w, Ctx: a.Ctx, Op: ri})
+	ri := ep.newRx(a, ctx)
+	msg, found := m.PostRecv(match.Recv[uint32]{Want: w, Ctx: ctx, Op: ri})
 	if found {
 		return ep.deliverUx(ri, msg)
 	}
@@ -463,7 +483,7 @@ func (ep *Endpoint) matcher(k transport.Kind) *match.Matcher[uint32, uint32] {
 	return ep.msgs
 }
 
-func (ep *Endpoint) newRx(a *RecvArgs) uint32 {
+func (ep *Endpoint) newRx(a *RecvArgs, ctx any) uint32 {
 	var i uint32
 	if n := len(ep.rxFree); n > 0 {
 		i = ep.rxFree[n-1]
@@ -473,9 +493,9 @@ func (ep *Endpoint) newRx(a *RecvArgs) uint32 {
 		i = uint32(len(ep.rx) - 1)
 	}
 	op := ep.rx[i]
-	op.ctx, op.kind, op.flags, op.live = a.Ctx, a.Kind, a.Flags, true
-	op.iov = setIOV(&op.one, &op.iovs, a.IOV)
-	for _, b := range a.IOV {
+	op.ctx, op.kind, op.flags, op.live = ctx, a.Kind, a.Flags, true
+	op.iov = setIOV(&op.one, &op.iovs, a.Buf, a.IOV)
+	for _, b := range op.iov {
 		op.size += len(b)
 	}
 	return i
@@ -488,13 +508,13 @@ func (ep *Endpoint) rxPut(i uint32) {
 	ep.rxFree = append(ep.rxFree, i)
 }
 
-func (ep *Endpoint) peek(m *match.Matcher[uint32, uint32], w match.Want, a *RecvArgs) Code {
+func (ep *Endpoint) peek(m *match.Matcher[uint32, uint32], w match.Want, a *RecvArgs, ctx any) Code {
 	var msg match.Msg[uint32]
 	var ok bool
 	switch {
 	case a.Flags&FlagClaim != 0:
 		var err error
-		msg, ok, err = m.PeekClaim(w, a.Ctx)
+		msg, ok, err = m.PeekClaim(w, ctx)
 		if err != nil {
 			return CodeInval
 		}
@@ -506,7 +526,7 @@ func (ep *Endpoint) peek(m *match.Matcher[uint32, uint32], w match.Want, a *Recv
 	cq := ep.cfg.RxCQ
 	if !ok {
 		if cq != nil {
-			cq.Push(&Entry{Context: a.Ctx, Flags: FlagRecv | kindFlag(a.Kind), Err: CodeNoMsg, Src: AddrUnknown})
+			cq.Push(&Entry{Context: ctx, Flags: FlagRecv | kindFlag(a.Kind), Err: CodeNoMsg, Src: AddrUnknown})
 		}
 		return 0
 	}
@@ -516,7 +536,7 @@ func (ep *Endpoint) peek(m *match.Matcher[uint32, uint32], w match.Want, a *Recv
 		flags |= FlagRemoteCQData
 	}
 	if cq != nil {
-		cq.Push(&Entry{Context: a.Ctx, Flags: flags, Len: int(u.hdr.Len), Data: u.hdr.Data, Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
+		cq.Push(&Entry{Context: ctx, Flags: flags, Len: int(u.hdr.Len), Data: u.hdr.Data, Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
 	}
 	if a.Flags&FlagDiscard != 0 {
 		ep.dropUx(msg.Data)

@@ -77,11 +77,11 @@ func drain(cq *CQ) (ok []Entry, errs []Entry) {
 }
 
 func send(ep *Endpoint, dest uint64, kind transport.Kind, tag uint64, p []byte, ctx any) Code {
-	return ep.Send(&SendArgs{IOV: [][]byte{p}, Dest: dest, Kind: kind, Tag: tag, Ctx: ctx})
+	return ep.Send(&SendArgs{IOV: [][]byte{p}, Dest: dest, Kind: kind, Tag: tag}, ctx)
 }
 
 func recv(ep *Endpoint, src uint64, kind transport.Kind, tag, ignore uint64, buf []byte, ctx any) Code {
-	return ep.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: src, Kind: kind, Tag: tag, Ignore: ignore, Ctx: ctx})
+	return ep.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: src, Kind: kind, Tag: tag, Ignore: ignore}, ctx)
 }
 
 func TestEndpoint_DeliveryPostedOrUnexpected(t *testing.T) {
@@ -217,7 +217,7 @@ func TestEndpoint_SourceOffReportsUnknown(t *testing.T) {
 func TestEndpoint_RemoteCQData(t *testing.T) {
 	p := newPair(t, 1024, nil)
 	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), nil)
-	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("x")}, Dest: addrB, Kind: transport.KindMsg, Data: 0xfeed, Flags: FlagRemoteCQData})
+	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("x")}, Dest: addrB, Kind: transport.KindMsg, Data: 0xfeed, Flags: FlagRemoteCQData}, nil)
 	ok, _ := drain(p.cb)
 	if len(ok) != 1 || ok[0].Data != 0xfeed || ok[0].Flags&FlagRemoteCQData == 0 {
 		t.Fatalf("remote CQ data: %+v", ok)
@@ -231,7 +231,7 @@ func TestEndpoint_MultiRecvPacksAndReleases(t *testing.T) {
 	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'a'}, 20), nil)
 	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'b'}, 20), nil)
 	drain(p.cb)
-	if c := p.b.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: anySrc, Kind: transport.KindMsg, Flags: FlagMultiRecv, Ctx: "multi"}); c != 0 {
+	if c := p.b.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: anySrc, Kind: transport.KindMsg, Flags: FlagMultiRecv}, "multi"); c != 0 {
 		t.Fatal(c)
 	}
 	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'c'}, 10), nil)
@@ -260,14 +260,14 @@ func TestEndpoint_MultiRecvPacksAndReleases(t *testing.T) {
 func TestEndpoint_PeekClaimDiscard(t *testing.T) {
 	p := newPair(t, 1024, nil)
 	tr := func(flags uint64, tag uint64, buf []byte, ctx any) Code {
-		return p.b.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: anySrc, Kind: transport.KindTagged, Tag: tag, Flags: flags, Ctx: ctx})
+		return p.b.Recv(&RecvArgs{IOV: [][]byte{buf}, Src: anySrc, Kind: transport.KindTagged, Tag: tag, Flags: flags}, ctx)
 	}
 	// Peek with nothing there: FI_ENOMSG error completion.
 	tr(FlagPeek, 1, nil, "peek0")
 	if _, errs := drain(p.cb); len(errs) != 1 || errs[0].Err != CodeNoMsg {
 		t.Fatalf("peek on empty queue: %+v", errs)
 	}
-	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("one")}, Dest: addrB, Kind: transport.KindTagged, Tag: 1, Data: 5, Flags: FlagRemoteCQData})
+	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("one")}, Dest: addrB, Kind: transport.KindTagged, Tag: 1, Data: 5, Flags: FlagRemoteCQData}, nil)
 	send(p.a, addrB, transport.KindTagged, 2, []byte("two"), nil)
 	drain(p.cb)
 	tr(FlagPeek, 1, nil, "peek1")
@@ -324,9 +324,9 @@ func TestEndpoint_CancelCompletesWithECANCELED(t *testing.T) {
 func TestEndpoint_SelectiveCompletion(t *testing.T) {
 	p := newPair(t, 1024, func(c *Config) { c.TxSelective, c.RxSelective = true, true })
 	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), "quiet")
-	p.b.Recv(&RecvArgs{IOV: [][]byte{make([]byte, 4)}, Src: anySrc, Kind: transport.KindMsg, Flags: FlagCompletion, Ctx: "loud"})
+	p.b.Recv(&RecvArgs{IOV: [][]byte{make([]byte, 4)}, Src: anySrc, Kind: transport.KindMsg, Flags: FlagCompletion}, "loud")
 	send(p.a, addrB, transport.KindMsg, 0, []byte("1"), "quiet-tx")
-	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("2")}, Dest: addrB, Kind: transport.KindMsg, Flags: FlagCompletion, Ctx: "loud-tx"})
+	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("2")}, Dest: addrB, Kind: transport.KindMsg, Flags: FlagCompletion}, "loud-tx")
 	rx, _ := drain(p.cb)
 	tx, _ := drain(p.ca)
 	if len(rx) != 1 || rx[0].Context != "loud" || len(tx) != 1 || tx[0].Context != "loud-tx" {
@@ -373,7 +373,7 @@ func TestEndpoint_QueueLimitsAndBadInput(t *testing.T) {
 	if c := send(p.a, 7, transport.KindMsg, 0, []byte("x"), nil); c != CodeAddrNotAvail {
 		t.Fatalf("send to unknown fi_addr = %v, want CodeAddrNotAvail", c)
 	}
-	if c := p.a.Send(&SendArgs{IOV: [][]byte{big}, Dest: addrB, Flags: FlagInject}); c != CodeMsgSize {
+	if c := p.a.Send(&SendArgs{IOV: [][]byte{big}, Dest: addrB, Flags: FlagInject}, nil); c != CodeMsgSize {
 		t.Fatalf("inject above the eager size = %v, want CodeMsgSize", c)
 	}
 }

@@ -1,12 +1,10 @@
 package ring
 
-// Any reports whether any bit is set, without clearing: a sleeping
-// consumer's wake-up condition. It loads every word once.
-func (b *Bitmap) Any() bool {
-	for i := range b.w {
-		if b.w[i].Load() != 0 {
-			return true
-		}
+// Peek returns word w's bits without clearing them (0 for an index out of
+// range): a sleeping consumer's wake-up condition.
+func (b *Bitmap) Peek(w int) uint64 {
+	if uint(w) >= uint(len(b.w)) {
+		return 0
 	}
-	return false
+	return b.w[w].Load()
 }

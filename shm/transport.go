@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"sync/atomic"
 	"time"
@@ -100,9 +101,10 @@ type Transport struct {
 	byName  map[string]transport.Peer
 	inbound []*peer // by peer-table slot
 	busy    []*peer // peers with outbound work pending
-	scratch []int
+	inWords int     // bitmap words covering the inbound slots in use
 
 	nextCookie uint64
+	hdr        transport.Header // scratch for Sink.Arrive (a local would escape)
 	sink       transport.Sink
 	woken      atomic.Bool
 	closed     bool
@@ -658,10 +660,10 @@ func (t *Transport) Poll(s transport.Sink) bool {
 		t.accept()
 		did = true
 	}
-	t.scratch = t.bits.Drain(t.scratch[:0])
-	for _, i := range t.scratch {
-		if i < len(t.inbound) && t.inbound[i] != nil {
-			if t.drain(t.inbound[i], s) {
+	for w := 0; w < t.inWords; w++ {
+		for v := t.bits.Take(w); v != 0; v &= v - 1 {
+			i := w*64 + bits.TrailingZeros64(v)
+			if p := t.inbound[i]; p != nil && t.drain(p, s) {
 				did = true
 			}
 		}
@@ -722,6 +724,7 @@ func (t *Transport) accept() {
 		}
 		p.inSeg, p.in, p.inIdx, p.pid = seg, in, slot, req.SenderPID
 		t.inbound[slot] = p
+		t.inWords = max(t.inWords, slot/64+1)
 		_ = t.bits.Set(slot) // records written before the accept
 	}
 }
@@ -772,7 +775,8 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			if !ok || h.Len != uint64(len(b)-msgHdrLen) {
 				return did, ErrCorrupt
 			}
-			if !s.Arrive(p.idx, &h, b[msgHdrLen:], 0) {
+			t.hdr = h
+			if !s.Arrive(p.idx, &t.hdr, b[msgHdrLen:], 0) {
 				in.Release()
 				_ = t.bits.Set(p.inIdx) // come back: the engine is full
 				return did, nil
@@ -797,7 +801,8 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 				return did, ErrCorrupt
 			}
 			p.rtsMap()[r.cookie] = r
-			if !s.Arrive(p.idx, &h, nil, r.cookie) {
+			t.hdr = h
+			if !s.Arrive(p.idx, &t.hdr, nil, r.cookie) {
 				delete(p.rts, r.cookie)
 				in.Release()
 				_ = t.bits.Set(p.inIdx)
@@ -963,7 +968,12 @@ func (t *Transport) anyWork() bool {
 	if t.woken.Load() || t.region.ConnQueue().Seq() != t.seen {
 		return true
 	}
-	return t.bits.Any()
+	for w := 0; w < t.inWords; w++ {
+		if t.bits.Peek(w) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Wait sleeps on the region's doorbell until work may be there, Wake is

@@ -1,0 +1,287 @@
+package benchmarks
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	fi "github.com/gofi-dev/fi"
+)
+
+// Cross-process ping-pong through gofi's public API, the way fi_pingpong
+// measures: the peer (this binary re-executed as TestFiPingPongPeer) posts
+// a receive, waits for the message by polling its CQ, and sends it back.
+// ns/oneway is half a round trip. Run it beside BenchmarkShmPingPong (the
+// bare ring and atomic flag) to read the ratio in the same run.
+
+const (
+	envFiPeer     = "GOFI_BENCH_FI_PEER"
+	envFiPeerSize = "GOFI_BENCH_FI_SIZE"
+	fiPeerMax     = 2 * time.Minute
+)
+
+var fiPingPongSizes = []int{8, 4 << 10, 64 << 10, 1 << 20}
+
+func BenchmarkFiPingPong(b *testing.B) {
+	for _, prov := range []string{"shm", "tcp"} {
+		for _, size := range fiPingPongSizes {
+			b.Run(fmt.Sprintf("prov=%s/size=%s", prov, sizeName(size)), func(b *testing.B) { fiPingPong(b, prov, size) })
+		}
+	}
+}
+
+// fiNode is one side: fabric, domain, AV, CQ and an enabled endpoint.
+type fiNode struct {
+	fab *fi.Fabric
+	dom *fi.Domain
+	av  *fi.AV
+	cq  *fi.CQ
+	ep  *fi.Endpoint
+}
+
+func openFiNode(prov string) (*fiNode, error) {
+	hints := fi.AllocInfo()
+	hints.Caps = fi.Msg | fi.Tagged
+	hints.EpAttr.Type = fi.EpRDM
+	hints.FabricAttr.ProvName = prov
+	node := ""
+	if prov == "tcp" {
+		node = "127.0.0.1"
+		hints.Caps |= fi.RemoteComm
+	}
+	infos, err := fi.GetInfo(fi.Version(2, 0), node, "", 0, hints)
+	if err != nil {
+		return nil, err
+	}
+	n := &fiNode{}
+	if n.fab, err = fi.OpenFabric(infos[0].FabricAttr); err != nil {
+		return nil, err
+	}
+	if n.dom, err = n.fab.OpenDomain(infos[0]); err != nil {
+		return nil, err
+	}
+	if n.av, err = n.dom.OpenAV(&fi.AVAttr{Type: fi.AVTable}); err != nil {
+		return nil, err
+	}
+	if n.cq, err = n.dom.OpenCQ(&fi.CQAttr{Format: fi.CQFormatTagged}); err != nil {
+		return nil, err
+	}
+	if n.ep, err = n.dom.OpenEndpoint(infos[0]); err != nil {
+		return nil, err
+	}
+	if err = n.ep.BindAV(n.av); err != nil {
+		return nil, err
+	}
+	if err = n.ep.BindCQ(n.cq, fi.Transmit|fi.Recv); err != nil {
+		return nil, err
+	}
+	return n, n.ep.Enable()
+}
+
+func (n *fiNode) close() {
+	n.ep.Close()
+	n.cq.Close()
+	n.av.Close()
+	n.dom.Close()
+	n.fab.Close()
+}
+
+// wait polls the CQ until want completions arrived (busy, as fi_pingpong).
+func (n *fiNode) wait(want int, deadline time.Time) error {
+	var e [4]fi.CQEntry
+	for got, i := 0, 0; got < want; i++ {
+		k, err := n.cq.Read(e[:])
+		if err != nil && !errors.Is(err, fi.ErrAgain) {
+			if errors.Is(err, fi.ErrAvail) {
+				ee, _ := n.cq.ReadErr()
+				return fmt.Errorf("error completion: %v", ee.Err)
+			}
+			return err
+		}
+		got += k
+		if i&(1<<16-1) == 0 && time.Now().After(deadline) {
+			return errors.New("timed out waiting for a completion")
+		}
+	}
+	return nil
+}
+
+func fiPingPong(b *testing.B, prov string, size int) {
+	n, err := openFiNode(prov)
+	if err != nil {
+		b.Skipf("%s: %v", prov, err)
+	}
+	defer n.close()
+	ctx, cancel := context.WithTimeout(context.Background(), fiPeerMax)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFiPingPongPeer$", "-test.bench=^$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envFiPeer+"="+prov, envFiPeerSize+"="+strconv.Itoa(size))
+	cmd.Stderr = os.Stderr
+	in, _ := cmd.StdinPipe()
+	outp, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer in.Close()
+	sc := bufio.NewScanner(outp)
+	var peerName []byte
+	for sc.Scan() {
+		if hexName, ok := strings.CutPrefix(sc.Text(), "NAME "); ok {
+			peerName, _ = hex.DecodeString(hexName)
+			break
+		}
+	}
+	if peerName == nil {
+		b.Fatal("peer did not report its name")
+	}
+	me, _ := n.ep.Name()
+	fmt.Fprintf(in, "%s\n", hex.EncodeToString(me))
+	addrs, err := n.av.Insert([][]byte{peerName}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	peer := addrs[0]
+	sbuf := make([]byte, size)
+	rbuf := make([]byte, size)
+	deadline := time.Now().Add(fiPeerMax)
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	for i := 0; i < b.N+1; i++ {
+		if i == 1 {
+			b.ResetTimer() // the first round trip connects and warms up
+		}
+		if err := n.ep.TRecv(rbuf, fi.AddrUnspec, 1, 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			err := n.ep.TSend(sbuf, peer, 1, nil)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, fi.ErrAgain) {
+				b.Fatal(err)
+			}
+			n.cq.Read(nil)
+		}
+		if err := n.wait(2, deadline); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/2, "ns/oneway")
+	// Tell the peer to stop: a zero-tag message.
+	n.ep.TSend(nil, peer, 0, nil)
+	n.wait(1, time.Now().Add(5*time.Second))
+}
+
+// TestFiPingPongPeer echoes tag-1 messages until a tag-0 message arrives.
+func TestFiPingPongPeer(t *testing.T) {
+	prov := os.Getenv(envFiPeer)
+	if prov == "" {
+		t.Skip("peer process of BenchmarkFiPingPong only")
+	}
+	size, _ := strconv.Atoi(os.Getenv(envFiPeerSize))
+	n, err := openFiNode(prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.close()
+	me, _ := n.ep.Name()
+	fmt.Printf("NAME %s\n", hex.EncodeToString(me))
+	sc := bufio.NewScanner(os.Stdin)
+	if !sc.Scan() {
+		t.Fatal("no client name")
+	}
+	client, err := hex.DecodeString(sc.Text())
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := n.av.Insert([][]byte{client}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, size)
+	deadline := time.Now().Add(fiPeerMax)
+	var e [1]fi.CQEntry
+	for {
+		if err := n.ep.TRecv(buf, fi.AddrUnspec, 0, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+		var tag uint64
+		for i := 0; ; i++ {
+			k, err := n.cq.Read(e[:])
+			if k == 1 && e[0].Flags&fi.Recv != 0 {
+				tag = e[0].Tag
+				break
+			}
+			if err != nil && !errors.Is(err, fi.ErrAgain) {
+				t.Fatal(err)
+			}
+			if i&(1<<16-1) == 0 && time.Now().After(deadline) {
+				t.Fatal("peer timed out")
+			}
+		}
+		if tag == 0 {
+			return
+		}
+		for {
+			err := n.ep.TSend(buf, addrs[0], 1, nil)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, fi.ErrAgain) {
+				t.Fatal(err)
+			}
+			n.cq.Read(nil)
+		}
+	}
+}
+
+// BenchmarkFiRoundInProcess is one tagged 8-byte message between two shm
+// endpoints of this process, driven by one goroutine: post a receive,
+// send, read both completions. It measures gofi's software cost per
+// message without the cross-core wait (count it with callgrind for a
+// figure that does not move with the machine's load).
+func BenchmarkFiRoundInProcess(b *testing.B) {
+	a, err := openFiNode("shm")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer a.close()
+	c, err := openFiNode("shm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.close()
+	name, _ := c.ep.Name()
+	to, err := a.av.Insert([][]byte{name}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg, buf := make([]byte, 8), make([]byte, 8)
+	deadline := time.Now().Add(time.Minute)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		if err := c.ep.TRecv(buf, fi.AddrUnspec, 1, 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := a.ep.TSend(msg, to[0], 1, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.wait(1, deadline); err != nil {
+			b.Fatal(err)
+		}
+		if err := a.wait(1, deadline); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
