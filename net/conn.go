@@ -312,11 +312,15 @@ type loop struct {
 	t         *Transport
 	booted    chan struct{}
 	bootOnce  sync.Once
+	nameErr   error
 	committed bool // records committed to the handoff ring, not yet published
 }
 
+// OnBoot runs before gnet starts its loops: the listener's real address is
+// read here so that every OnOpen sees it.
 func (l *loop) OnBoot(eng gnet.Engine) gnet.Action {
 	l.t.eng = eng
+	l.t.name, l.nameErr = listenerName(eng)
 	return gnet.None
 }
 

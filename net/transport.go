@@ -214,27 +214,31 @@ func Listen(cfg Config) (*Transport, error) {
 		}
 		return nil, fmt.Errorf("net: listen %s: %w", cfg.Addr, err)
 	}
-	fd, err := t.eng.Dup()
-	if err == nil {
-		var sa unix.Sockaddr
-		sa, err = unix.Getsockname(fd)
-		unix.Close(fd)
-		if err == nil {
-			switch sa := sa.(type) {
-			case *unix.SockaddrInet4:
-				t.name = encodeSockaddr(netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)))
-			case *unix.SockaddrInet6:
-				t.name = encodeSockaddr(netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)))
-			default:
-				err = errors.New("not an inet socket")
-			}
-		}
-	}
-	if err != nil {
+	if t.name == nil {
 		t.Close()
-		return nil, fmt.Errorf("net: listener address: %w", err)
+		return nil, fmt.Errorf("net: listener address: %w", t.lis.nameErr)
 	}
 	return t, nil
+}
+
+// listenerName reads the bound address of the engine's listener.
+func listenerName(eng gnet.Engine) ([]byte, error) {
+	fd, err := eng.Dup()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil, err
+	}
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return encodeSockaddr(netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))), nil
+	case *unix.SockaddrInet6:
+		return encodeSockaddr(netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port))), nil
+	}
+	return nil, errors.New("not an inet socket")
 }
 
 // Name returns the listening address as a sockaddr_in / sockaddr_in6.
