@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/gofi-dev/fi/transport"
 )
@@ -54,23 +55,29 @@ func newPair(t *testing.T, maxEager int, mod func(*Config)) *pair {
 }
 
 // drain reads every completion (success and error) now available.
+// drainIdle is how long drain waits without a completion before it
+// decides nothing more is coming: 0 for in-process transports (a few empty
+// reads suffice), longer for sockets.
+var drainIdle time.Duration
+
 func drain(cq *CQ) (ok []Entry, errs []Entry) {
 	var buf [16]Entry
 	idle := 0
-	for range 10000 {
+	last := time.Now()
+	for range 1 << 22 {
 		n, c := cq.Read(buf[:])
 		ok = append(ok, buf[:n]...)
 		switch c {
 		case CodeAvail:
 			e, _ := cq.ReadErr()
 			errs = append(errs, e)
-			idle = 0
+			idle, last = 0, time.Now()
 		case CodeAgain:
-			if idle++; idle > 20 {
+			if idle++; idle > 20 && time.Since(last) >= drainIdle {
 				return
 			}
 		default:
-			idle = 0
+			idle, last = 0, time.Now()
 		}
 	}
 	return
