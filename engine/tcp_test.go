@@ -12,8 +12,8 @@ import (
 // (gnet event loops on loopback sockets).
 func TestEndpointOverTCP(t *testing.T) {
 	old, oldIdle := makeTransports, drainIdle
-	defer func() { makeTransports, drainIdle = old, oldIdle }()
-	drainIdle = 50 * time.Millisecond
+	defer func() { makeTransports, drainIdle, warmUp = old, oldIdle, false }()
+	drainIdle, warmUp = 200*time.Millisecond, true
 	makeTransports = func(t *testing.T, maxEager int) (*hub, transport.Transport, transport.Transport) {
 		mk := func() transport.Transport {
 			cfg := fnet.Config{Addr: "127.0.0.1:0"}
