@@ -544,6 +544,36 @@ func (av *AV) Lookup(a Addr) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
+// LookupTo copies the address stored at a into buf, like fi_av_lookup
+// with addrlen: an address longer than buf is truncated, and n is always
+// the full size of the address (so n > len(buf) means truncation). It
+// does not allocate. Errors as Lookup.
+func (av *AV) LookupTo(a Addr, buf []byte) (n int, err error) {
+	idx, _ := splitRxAddr(a, av.attr.RxCtxBits)
+	var scratch [maxSockaddrLen]byte
+	av.mu.RLock()
+	b, ok := av.getLocked(uint64(idx), scratch[:])
+	if ok {
+		copy(buf, b)
+		n = len(b)
+	}
+	closed := av.closed
+	av.mu.RUnlock()
+	if !ok {
+		if closed {
+			return 0, errAVClosed
+		}
+		return 0, errNotInAV
+	}
+	return n, nil
+}
+
+// Preallocated errors of the lookup path (no allocation per call).
+var (
+	errNotInAV  = opErr("AV.Lookup", ErrNoEnt, "fi_addr is not in the AV")
+	errAVClosed = opErr("AV.Lookup", ErrOpBadState, "AV is closed")
+)
+
 func (av *AV) getLocked(i uint64, scratch []byte) ([]byte, bool) {
 	if av.closed {
 		return nil, false

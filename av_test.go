@@ -891,3 +891,23 @@ func TestAV_ReverseIndexThroughChurn(t *testing.T) {
 	}
 	_ = os.Getpid
 }
+
+// fi_av_lookup's addrlen: a short buffer truncates, the size needed is
+// returned.
+func TestAVLookupTo_TruncatesAndReportsSize(t *testing.T) {
+	av := openAVFmt(t, "tcp", SockaddrIn6, nil)
+	in := sa(t, "[2001:db8::5]:4242")
+	av.Insert([][]byte{in}, 0)
+	buf := make([]byte, 10)
+	n, err := av.LookupTo(0, buf)
+	if err != nil || n != 28 || !bytes.Equal(buf, in[:10]) {
+		t.Fatalf("LookupTo(short) = %d, %v, %x", n, err, buf)
+	}
+	big := make([]byte, 64)
+	if n, _ := av.LookupTo(0, big); n != 28 || !bytes.Equal(big[:n], in) {
+		t.Fatalf("LookupTo(big) = %d", n)
+	}
+	if _, err := av.LookupTo(3, big); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("LookupTo(unknown) = %v", err)
+	}
+}
