@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Addr is a fabric address (fi_addr_t): an index into an address vector,
@@ -101,7 +102,9 @@ type AVAttr struct {
 //
 // An AV is safe for concurrent use: insertions and removals are serialised
 // by a lock (and, for a named AV, a file lock shared with other
-// processes); lookups take the read side only.
+// processes). Lookup, LookupTo and the send-path lookup of a private AV
+// take no lock at all (entries are published with atomic stores); a named
+// AV's lookups and reverse lookups take the read lock.
 type AV struct {
 	dom    *Domain
 	attr   AVAttr
@@ -115,7 +118,7 @@ type AV struct {
 	userIDs  []uint64 // per index user id (AVUserID); nil until first used
 	hasUID   []uint64 // bitmap: userIDs[i] is set
 	bound    map[any]int
-	closed   bool
+	closed   atomic.Bool // set under mu; read lock-free by the lookup path
 	onChange []func()
 }
 
@@ -224,7 +227,7 @@ func (av *AV) AddrFormat() AddrFormat { return av.format }
 func (av *AV) Close() error {
 	const op = "AV.Close"
 	av.mu.Lock()
-	if av.closed {
+	if av.closed.Load() {
 		av.mu.Unlock()
 		return opErr(op, ErrOpBadState, "AV already closed")
 	}
@@ -232,12 +235,11 @@ func (av *AV) Close() error {
 		av.mu.Unlock()
 		return opErr(op, ErrBusy, "%d endpoint(s) still bound", n)
 	}
-	av.closed = true
+	av.closed.Store(true)
 	var err error
 	if av.named != nil {
 		err = av.named.close()
 	}
-	av.tab = nil
 	av.mu.Unlock()
 	av.dom.dropChild(childAV)
 	return err
@@ -249,7 +251,7 @@ func (av *AV) Close() error {
 func (av *AV) bind(ep any) error {
 	av.mu.Lock()
 	defer av.mu.Unlock()
-	if av.closed {
+	if av.closed.Load() {
 		return opErr("AV.bind", ErrOpBadState, "AV is closed")
 	}
 	if av.bound == nil {
@@ -369,7 +371,7 @@ func (av *AV) SetUserID(a Addr, userID Addr, flags Flags) error {
 
 // usable checks the AV is open (and writable when write). Caller holds mu.
 func (av *AV) usable(op string, write bool) error {
-	if av.closed {
+	if av.closed.Load() {
 		return opErr(op, ErrOpBadState, "AV is closed")
 	}
 	if write && av.ro {
@@ -551,21 +553,15 @@ func (av *AV) Lookup(a Addr) ([]byte, error) {
 func (av *AV) LookupTo(a Addr, buf []byte) (n int, err error) {
 	idx, _ := splitRxAddr(a, av.attr.RxCtxBits)
 	var scratch [maxSockaddrLen]byte
-	av.mu.RLock()
-	b, ok := av.getLocked(uint64(idx), scratch[:])
-	if ok {
-		copy(buf, b)
-		n = len(b)
-	}
-	closed := av.closed
-	av.mu.RUnlock()
+	b, ok := av.lookupBytes(idx, scratch[:])
 	if !ok {
-		if closed {
+		if av.closed.Load() {
 			return 0, errAVClosed
 		}
 		return 0, errNotInAV
 	}
-	return n, nil
+	copy(buf, b)
+	return len(b), nil
 }
 
 // Preallocated errors of the lookup path (no allocation per call).
@@ -575,7 +571,7 @@ var (
 )
 
 func (av *AV) getLocked(i uint64, scratch []byte) ([]byte, bool) {
-	if av.closed {
+	if av.closed.Load() {
 		return nil, false
 	}
 	if av.named != nil {
@@ -588,9 +584,18 @@ func (av *AV) getLocked(i uint64, scratch []byte) ([]byte, bool) {
 // O(1), allocation-free. scratch (at least maxSockaddrLen bytes) receives
 // the address of an entry stored as part of a compact symmetric range;
 // other entries are returned as a read-only slice of AV storage, valid
-// until the entry is removed. a must be a plain index (strip RxAddr or
+// until the entry is removed (for a named AV, the slice is of the shared
+// mapping and valid until Close). Private AVs answer without any lock;
+// named AVs take the read lock. a must be a plain index (strip RxAddr or
 // GroupAddr bits with splitRxAddr / splitGroupAddr first).
 func (av *AV) lookupBytes(a Addr, scratch []byte) ([]byte, bool) {
+	if av.tab != nil { // private AV: lock-free (see avTable)
+		if av.closed.Load() {
+			return nil, false
+		}
+		return av.tab.get(uint64(a), scratch)
+	}
+	// a named AV's mapping goes away at Close: hold the read lock
 	av.mu.RLock()
 	b, ok := av.getLocked(uint64(a), scratch)
 	av.mu.RUnlock()
@@ -615,7 +620,7 @@ func (av *AV) reverse(addr []byte) (uint64, bool) {
 	}
 	av.mu.RLock()
 	defer av.mu.RUnlock()
-	if av.closed {
+	if av.closed.Load() {
 		return 0, false
 	}
 	var i uint64
@@ -646,7 +651,7 @@ func (av *AV) Straddr(addr []byte) string {
 func (av *AV) Count() int {
 	av.mu.RLock()
 	defer av.mu.RUnlock()
-	if av.closed {
+	if av.closed.Load() {
 		return 0
 	}
 	if av.named != nil {
