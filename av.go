@@ -1,7 +1,10 @@
 package fi
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,7 +86,7 @@ type AVAttr struct {
 	// (a named AV's capacity, see OpenAV).
 	Count int
 	// EpPerNode is the expected number of endpoints per node address; it
-	// sizes the reverse index with Count.
+	// sizes the AV when Count is 0.
 	EpPerNode int
 	// Name, when not empty, names an AV shared between processes of the
 	// same user on this host (see OpenAV).
@@ -187,7 +190,7 @@ func (d *Domain) OpenAV(attr *AVAttr) (*AV, error) {
 		av.named = n
 	} else {
 		hint := a.Count
-		if a.EpPerNode > 0 && hint > 0 && hint < a.EpPerNode {
+		if hint == 0 {
 			hint = a.EpPerNode
 		}
 		av.tab = newAVTable(av.format, hint)
@@ -553,14 +556,23 @@ func (av *AV) Lookup(a Addr) ([]byte, error) {
 func (av *AV) LookupTo(a Addr, buf []byte) (n int, err error) {
 	idx, _ := splitRxAddr(a, av.attr.RxCtxBits)
 	var scratch [maxSockaddrLen]byte
-	b, ok := av.lookupBytes(idx, scratch[:])
+	var b []byte
+	var ok bool
+	if av.tab != nil {
+		b, ok = av.lookupBytes(idx, scratch[:])
+		n = copy(buf, b)
+	} else { // copy out of the shared mapping before Close can unmap it
+		av.mu.RLock()
+		b, ok = av.getLocked(uint64(idx), scratch[:])
+		n = copy(buf, b)
+		av.mu.RUnlock()
+	}
 	if !ok {
 		if av.closed.Load() {
 			return 0, errAVClosed
 		}
 		return 0, errNotInAV
 	}
-	copy(buf, b)
 	return len(b), nil
 }
 
@@ -637,6 +649,40 @@ func (av *AV) reverse(addr []byte) (uint64, bool) {
 		return av.userIDs[i], true
 	}
 	return i, true
+}
+
+// reverseAddrPort is reverse for a peer known by its IP address and port
+// (the tcp transport's view): allocation-free for sockaddr formats.
+func (av *AV) reverseAddrPort(ap netip.AddrPort) (uint64, bool) {
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if av.format == AddrStr {
+		return av.reverse([]byte(SockaddrStr(ap)))
+	}
+	var b [maxSockaddrLen]byte
+	ip := ap.Addr()
+	if ip.Is4() {
+		binary.LittleEndian.PutUint16(b[0:], afInet)
+		binary.BigEndian.PutUint16(b[2:], ap.Port())
+		a4 := ip.As4()
+		copy(b[4:8], a4[:])
+		return av.reverse(b[:sizeofSockIn])
+	}
+	binary.LittleEndian.PutUint16(b[0:], afInet6)
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	a16 := ip.As16()
+	copy(b[8:24], a16[:])
+	if z := ip.Zone(); z != "" {
+		n, err := strconv.ParseUint(z, 10, 32)
+		if err != nil {
+			sa, err := SockaddrFromAddrPort(ap)
+			if err != nil {
+				return 0, false
+			}
+			return av.reverse(sa)
+		}
+		binary.LittleEndian.PutUint32(b[24:], uint32(n))
+	}
+	return av.reverse(b[:sizeofSockI6])
 }
 
 // Straddr formats addr, in the AV's format, for people (fi_av_straddr):

@@ -298,3 +298,21 @@ func TestNamedAV_HostileEntries(t *testing.T) {
 		t.Fatal("header changed")
 	}
 }
+
+// User ids work on a named AV too (they are per process).
+func TestNamedAV_UserIDs(t *testing.T) {
+	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "uid")})
+	addrs := sas(t, "10.0.0.1:1", "10.0.0.2:1")
+	got, err := av.InsertUserIDs(addrs, []Addr{11, 22}, SyncErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAddrs(t, got, 0, 1)
+	if id, ok := av.reverse(addrs[1]); !ok || id != 22 {
+		t.Fatalf("reverse = %d, %v; want user id 22", id, ok)
+	}
+	buf := make([]byte, 16)
+	if n, err := av.LookupTo(1, buf); err != nil || n != 16 || !bytes.Equal(buf, addrs[1]) {
+		t.Fatalf("LookupTo on a named AV: %d %v", n, err)
+	}
+}

@@ -917,3 +917,42 @@ func TestAVLookupTo_TruncatesAndReportsSize(t *testing.T) {
 		t.Fatalf("LookupTo(unknown) = %v", err)
 	}
 }
+
+// AV operations are synchronous: an inserted address is usable (looked up,
+// found by source) as soon as the call returns, and a removed one is gone.
+func TestAV_OperationsAreSynchronous(t *testing.T) {
+	av := openTCPAV(t, nil)
+	got, err := av.InsertSvc("10.3.3.3", "33", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scratch [maxSockaddrLen]byte
+	if b, ok := av.lookupBytes(got, scratch[:]); !ok || av.Straddr(b) != "fi_sockaddr_in://10.3.3.3:33" {
+		t.Fatal("inserted address not usable at return")
+	}
+	if i, ok := av.reverseAddrPort(netip.MustParseAddrPort("10.3.3.3:33")); !ok || i != uint64(got) {
+		t.Fatalf("reverseAddrPort = %d, %v", i, ok)
+	}
+	if i, ok := av.reverseAddrPort(netip.MustParseAddrPort("[::ffff:10.3.3.3]:33")); !ok || i != uint64(got) {
+		t.Fatalf("reverseAddrPort(v4-mapped) = %d, %v", i, ok)
+	}
+	av.Remove([]Addr{got}, 0)
+	if _, ok := av.lookupBytes(got, scratch[:]); ok {
+		t.Fatal("removed address still usable at return")
+	}
+}
+
+// reverseAddrPort for IPv6 and FI_ADDR_STR AVs.
+func TestAV_ReverseAddrPortFormats(t *testing.T) {
+	for _, f := range []AddrFormat{SockaddrIn6, Sockaddr, AddrStr} {
+		av := openAVFmt(t, "tcp", f, nil)
+		ap := netip.MustParseAddrPort("[fe80::9%4]:99")
+		got, err := av.InsertSvc("fe80::9%4", "99", 0)
+		if err != nil {
+			t.Fatalf("%v: %v", f, err)
+		}
+		if i, ok := av.reverseAddrPort(ap); !ok || i != uint64(got) {
+			t.Fatalf("%v: reverseAddrPort = %d, %v", f, i, ok)
+		}
+	}
+}
