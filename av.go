@@ -587,7 +587,7 @@ func (av *AV) getLocked(i uint64, scratch []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if av.named != nil {
-		return av.named.get(i)
+		return av.named.get(i, scratch)
 	}
 	return av.tab.get(i, scratch)
 }

@@ -145,6 +145,16 @@ func FuzzNamedAVFile(f *testing.F) {
 	good[namedHdrSize+4] = 200
 	f.Add(good)
 	f.Add(good[:hPids])
+	withRange := append([]byte(nil), good...)
+	withRange[hNRanges] = 1
+	withRange[hRanges+0] = 2     // start
+	withRange[hRanges+4] = 8     // count
+	withRange[hRanges+8] = 2     // services per node
+	withRange[hRanges+13] = 0x13 // port 0x1300
+	withRange[hRanges+14] = 1    // IPv4
+	withRange[hRanges+39] = 10   // base 0.0.0.10
+	withRange[hHW] = 10
+	f.Add(withRange)
 	f.Add([]byte(namedMagic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		name := testAVName(t, "fuzz")
@@ -160,7 +170,7 @@ func FuzzNamedAVFile(f *testing.F) {
 			_, fab, dom := openFirst(t, "tcp")
 			nav, err := dom.OpenAV(&AVAttr{Name: name, Flags: fl})
 			if err == nil {
-				for i := range Addr(8) {
+				for i := range Addr(16) {
 					if b, err := nav.Lookup(i); err == nil {
 						nav.reverse(b)
 						nav.Straddr(b)

@@ -294,6 +294,23 @@ func TestNamedAV_HostileEntries(t *testing.T) {
 		t.Fatalf("insert after corruption: %v %v", got, err)
 	}
 	av.reverse(sa(t, "10.0.0.2:1"))
+	// range records: a count past the table and records that do not fit
+	le.PutUint32(m[hNRanges:], 1000)
+	r0 := m[hRanges:]
+	le.PutUint32(r0[0:], 0xfffffff0) // start past capacity
+	le.PutUint32(r0[4:], 100)
+	le.PutUint32(r0[8:], 0) // no services
+	r1 := m[hRanges+namedRangeSize:]
+	le.PutUint32(r1[0:], 10)
+	le.PutUint32(r1[4:], 6)
+	le.PutUint32(r1[8:], 4) // 6 is not a multiple of 4
+	for i := range Addr(20) {
+		av.Lookup(i)
+	}
+	av.reverse(sa(t, "10.0.0.9:1"))
+	if _, err := av.Lookup(12); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("a bad range record made index 12 valid: %v", err)
+	}
 	if !bytes.Equal(m[:8], []byte(namedMagic)) {
 		t.Fatal("header changed")
 	}
@@ -314,5 +331,58 @@ func TestNamedAV_UserIDs(t *testing.T) {
 	buf := make([]byte, 16)
 	if n, err := av.LookupTo(1, buf); err != nil || n != 16 || !bytes.Equal(buf, addrs[1]) {
 		t.Fatalf("LookupTo on a named AV: %d %v", n, err)
+	}
+}
+
+// FI_SYMMETRIC on a named AV: a range is one record, seen by every opener
+// with the same indices; removal and re-insertion inside it work.
+func TestNamedAV_SymmetricCompact(t *testing.T) {
+	name := testAVName(t, "sym")
+	av := openTCPAV(t, &AVAttr{Name: name, Flags: Symmetric, Count: 100000})
+	other := openTCPAV(t, &AVAttr{Name: name})
+	av.Insert(sas(t, "10.0.0.1:1"), 0)
+	got, err := av.InsertSym("10.8.0.0", 20000, "6000", 4, 0)
+	if err != nil || len(got) != 80000 || got[0] != 1 {
+		t.Fatalf("InsertSym: %d, %v", len(got), err)
+	}
+	if n := binary.LittleEndian.Uint32(av.named.m[hNRanges:]); n != 1 {
+		t.Fatalf("%d range records, want 1", n)
+	}
+	// slots of the range were not written
+	off := av.named.slotOff(40000)
+	if !bytes.Equal(av.named.m[off:off+av.named.slot], make([]byte, av.named.slot)) {
+		t.Fatal("range entry has slot storage")
+	}
+	want := "fi_sockaddr_in://10.8.39.16:6003" // index 1 + 4*10000 + 3
+	if s := lookupStr(t, other, 1+4*10000+3); s != want {
+		t.Fatalf("other handle: %s, want %s", s, want)
+	}
+	if i, ok := other.reverse(sa(t, "10.8.39.16:6003")); !ok || i != 1+4*10000+3 {
+		t.Fatalf("reverse = %d, %v", i, ok)
+	}
+	if other.Count() != 80001 {
+		t.Fatalf("Count %d", other.Count())
+	}
+	if err := other.Remove([]Addr{7}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := av.Lookup(7); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("removed range entry: %v", err)
+	}
+	if _, ok := av.reverse(sa(t, "10.8.0.1:6002")); ok {
+		t.Fatal("reverse found the removed range entry")
+	}
+	x, _ := av.Insert(sas(t, "10.9.9.9:9"), 0)
+	wantAddrs(t, x, 7)
+	if s := lookupStr(t, other, 7); s != "fi_sockaddr_in://10.9.9.9:9" {
+		t.Fatal(s)
+	}
+	av.Remove([]Addr{7}, 0)
+	if _, err := other.Lookup(7); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("range entry revived after second removal: %v", err)
+	}
+	// no room for the range: stored per address, up to capacity
+	if _, err := av.InsertSym("10.9.0.0", 30000, "1", 1, 0); !errors.Is(err, ErrNoSpc) {
+		t.Fatalf("range past capacity: %v", err)
 	}
 }

@@ -386,10 +386,17 @@ func (t *avTable) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
 			a = m + 1
 		}
 	}
-	if a == len(rs) || rs[a].start > i || len(scratch) < maxSockaddrLen {
+	if a == len(rs) || rs[a].start > i {
 		return nil, false
 	}
-	r := &rs[a]
+	return rs[a].encode(i, scratch)
+}
+
+// encode writes the sockaddr of index i (within r) into scratch.
+func (r *avRange) encode(i uint64, scratch []byte) ([]byte, bool) {
+	if i < r.start || i-r.start >= r.n || r.svcs == 0 || len(scratch) < maxSockaddrLen {
+		return nil, false
+	}
 	off := i - r.start
 	node, svc := off/r.svcs, off%r.svcs
 	lo, c := bits.Add64(r.lo, node, 0)
@@ -413,36 +420,35 @@ func (t *avTable) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
 	return b, true
 }
 
-func (t *avTable) rangeFind(addr []byte) (uint64, bool) {
+// index returns the index the canonical sockaddr addr has in r, if any.
+func (r *avRange) index(addr []byte) (uint64, bool) {
 	ap, err := AddrPortFromSockaddr(addr)
-	if err != nil {
+	if err != nil || r.svcs == 0 || ap.Addr().Is4() != r.is4 {
 		return 0, false
 	}
 	hi, lo := ipWords(ap.Addr())
-	is4 := ap.Addr().Is4()
+	dlo, b := bits.Sub64(lo, r.lo, 0)
+	dhi := hi - r.hi - b
+	if dhi != 0 || dlo >= r.n/r.svcs {
+		return 0, false
+	}
+	if ap.Port() < r.port || uint64(ap.Port()-r.port) >= r.svcs {
+		return 0, false
+	}
+	i := r.start + dlo*r.svcs + uint64(ap.Port()-r.port)
+	if !r.is4 { // the scope id must match too
+		var tmp [maxSockaddrLen]byte
+		if e, ok := r.encode(i, tmp[:]); !ok || !bytes.Equal(e, addr) {
+			return 0, false
+		}
+	}
+	return i, true
+}
+
+func (t *avTable) rangeFind(addr []byte) (uint64, bool) {
 	rs := *t.ranges.Load()
 	for k := range rs {
-		r := &rs[k]
-		if r.is4 != is4 {
-			continue
-		}
-		dlo, b := bits.Sub64(lo, r.lo, 0)
-		dhi := hi - r.hi - b
-		if dhi != 0 || dlo >= r.n/r.svcs {
-			continue
-		}
-		ds := uint64(ap.Port() - r.port)
-		if ap.Port() < r.port || ds >= r.svcs {
-			continue
-		}
-		i := r.start + dlo*r.svcs + ds
-		if t.valid(i) && t.isRanged(i) {
-			if !is4 {
-				var tmp [maxSockaddrLen]byte
-				if b, ok := t.rangeGet(i, tmp[:]); !ok || !bytes.Equal(b, addr) {
-					continue
-				}
-			}
+		if i, ok := rs[k].index(addr); ok && t.valid(i) && t.isRanged(i) {
 			return i, true
 		}
 	}
