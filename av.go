@@ -143,8 +143,10 @@ type avNotifier interface {
 // exists, and every process opening the name sees the same entries at the
 // same indices. With fi.Read the AV must exist (ErrNoEnt otherwise) and is
 // read-only (Insert, Remove give ErrAccess). A named AV holds at most
-// max(attr.Count, 1024) entries, fixed when it is created; MapAddr is
-// written back. Read without Name is ErrInval.
+// max(2*attr.Count, 65536) entries (up to 2^24), fixed when it is created
+// (the shared file is sparse: untouched entries cost no memory); more
+// insertions get ErrNoSpc. MapAddr is written back. Read without Name is
+// ErrInval.
 //
 // Errors: ErrInval (bad attributes), ErrBadFlags (flags other than Read and
 // Symmetric), ErrOpBadState (closed domain), ErrNoEnt, ErrAccess.

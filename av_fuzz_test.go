@@ -139,7 +139,7 @@ func FuzzNamedAVFile(f *testing.F) {
 	good[hHdrSize], good[hHdrSize+1] = namedHdrSize&0xff, namedHdrSize>>8
 	good[hFormat] = byte(SockaddrIn)
 	good[hSlotSize] = 24
-	good[hCap+1] = namedMinCap >> 8
+	good[hCap+1] = 1024 >> 8
 	good[hHW] = 3
 	good[namedHdrSize] = 1
 	good[namedHdrSize+4] = 200
@@ -159,9 +159,9 @@ func FuzzNamedAVFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		name := testAVName(t, "fuzz")
 		path, _ := namedAVPath(name)
-		if len(data) < namedHdrSize+namedMinCap*24 {
+		if len(data) < namedHdrSize+1024*24 {
 			// keep the header under test, pad the slots
-			data = append(data, make([]byte, namedHdrSize+namedMinCap*24-len(data))...)
+			data = append(data, make([]byte, namedHdrSize+1024*24-len(data))...)
 		}
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)

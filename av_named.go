@@ -68,7 +68,7 @@ const (
 	namedVersion  = 1
 	namedHdrSize  = 1152
 	namedMaxPids  = 64
-	namedMinCap   = 1024
+	namedMinCap   = 1 << 16
 	namedMaxCap   = 1 << 24
 	namedStrSlot  = 256 // slot size for FI_ADDR_STR entries
 	namedSlotHead = 8
@@ -342,11 +342,13 @@ func createNamed(path string, format AddrFormat, a *AVAttr) (*namedAV, error) {
 		return nil, opErr(op, ErrAccess, "create named AV: %v", err)
 	}
 	defer os.Remove(tmp)
-	capacity := uint64(max(a.Count, namedMinCap))
-	if capacity > namedMaxCap {
+	if a.Count > namedMaxCap {
 		f.Close()
 		return nil, opErr(op, ErrInval, "count %d is more than a named AV holds (%d)", a.Count, namedMaxCap)
 	}
+	// The file is sparse (tmpfs allocates pages when touched), so the
+	// capacity is generous: twice Count, at least namedMinCap.
+	capacity := min(max(2*uint64(a.Count), namedMinCap), namedMaxCap)
 	slot := uint64(namedSlotSize(format))
 	if err := f.Truncate(int64(namedHdrSize + capacity*slot)); err != nil {
 		f.Close()

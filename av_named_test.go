@@ -189,17 +189,23 @@ func TestNamedAV_FileModeAndRemoval(t *testing.T) {
 	}
 }
 
-// A named AV holds max(Count, 1024) entries; more get FI_ENOSPC.
+// A named AV holds max(2*Count, 65536) entries; more get FI_ENOSPC.
 func TestNamedAV_Capacity(t *testing.T) {
-	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap"), Count: 1500})
-	var addrs [][]byte
-	for i := range 1501 {
-		addrs = append(addrs, sa(t, fmt.Sprintf("10.0.%d.%d:1", i/250, i%250)))
+	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap"), Count: 40000, Flags: Symmetric})
+	if av.named.cap != 80000 {
+		t.Fatalf("capacity %d, want 80000", av.named.cap)
 	}
-	got, err := av.Insert(addrs, 0)
+	if _, err := av.InsertSym("10.0.0.0", 79999, "1", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := av.Insert(sas(t, "10.1.0.1:1", "10.1.0.2:1"), 0)
 	var ie *InsertError
-	if !errors.As(err, &ie) || ie.Inserted != 1500 || !errors.Is(err, ErrNoSpc) || got[1500] != AddrNotAvail {
-		t.Fatalf("over capacity: %v", err)
+	if !errors.As(err, &ie) || ie.Inserted != 1 || !errors.Is(err, ErrNoSpc) || got[1] != AddrNotAvail {
+		t.Fatalf("over capacity: %v %v", got, err)
+	}
+	small := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap2"), Count: 10})
+	if small.named.cap != namedMinCap {
+		t.Fatalf("capacity %d, want %d", small.named.cap, namedMinCap)
 	}
 }
 
@@ -221,14 +227,14 @@ func TestNamedAV_StaleReplaced(t *testing.T) {
 // Foreign or corrupt files are refused with an error, never a panic.
 func TestNamedAV_CorruptFileRefused(t *testing.T) {
 	good := func() []byte {
-		b := make([]byte, namedHdrSize+namedMinCap*24)
+		b := make([]byte, namedHdrSize+1024*24)
 		copy(b, namedMagic)
 		le := binary.LittleEndian
 		le.PutUint32(b[hVersion:], namedVersion)
 		le.PutUint32(b[hHdrSize:], namedHdrSize)
 		le.PutUint32(b[hFormat:], uint32(SockaddrIn))
 		le.PutUint32(b[hSlotSize:], 24)
-		le.PutUint32(b[hCap:], namedMinCap)
+		le.PutUint32(b[hCap:], 1024)
 		le.PutUint32(b[hPids:], uint32(os.Getpid()))
 		return b
 	}
@@ -338,7 +344,7 @@ func TestNamedAV_UserIDs(t *testing.T) {
 // with the same indices; removal and re-insertion inside it work.
 func TestNamedAV_SymmetricCompact(t *testing.T) {
 	name := testAVName(t, "sym")
-	av := openTCPAV(t, &AVAttr{Name: name, Flags: Symmetric, Count: 100000})
+	av := openTCPAV(t, &AVAttr{Name: name, Flags: Symmetric, Count: 50000})
 	other := openTCPAV(t, &AVAttr{Name: name})
 	av.Insert(sas(t, "10.0.0.1:1"), 0)
 	got, err := av.InsertSym("10.8.0.0", 20000, "6000", 4, 0)
