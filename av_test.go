@@ -810,6 +810,16 @@ func TestAVClose_BusyWhileEndpointsBound(t *testing.T) {
 	if err := av.bind(ep); !errors.Is(err, ErrOpBadState) {
 		t.Fatalf("bind after Close: %v", err)
 	}
+	if _, err := av.Lookup(0); !errors.Is(err, ErrOpBadState) {
+		t.Fatalf("Lookup after Close: %v", err)
+	}
+	if _, err := av.LookupTo(0, make([]byte, 16)); !errors.Is(err, ErrOpBadState) {
+		t.Fatalf("LookupTo after Close: %v", err)
+	}
+	var scratch [maxSockaddrLen]byte
+	if _, ok := av.lookupBytes(0, scratch[:]); ok {
+		t.Fatal("lookupBytes after Close found an entry")
+	}
 }
 
 // Bound endpoints and callbacks hear about every change.
