@@ -3,8 +3,8 @@ package benchmarks
 import (
 	"fmt"
 	"io"
-	"runtime"
 	stdnet "net"
+	"runtime"
 	"sort"
 	"testing"
 	"time"

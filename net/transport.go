@@ -330,14 +330,18 @@ func (t *Transport) pending() bool {
 	return !t.ho.empty() || t.nDone.Load() != 0 || t.nStall.Load() != 0
 }
 
-// Wait sleeps until Poll may have work, Wake is called or timeout passes.
+// Wait sleeps until Poll may have work, Wake is called or timeout passes
+// (a negative timeout waits without limit; 0 returns at once).
 func (t *Transport) Wait(timeout time.Duration) {
 	t.sleeping.Add(1)
 	defer t.sleeping.Add(-1)
 	if t.pending() || t.closed.Load() {
 		return
 	}
-	if timeout <= 0 {
+	if timeout == 0 {
+		return
+	}
+	if timeout < 0 { // no timeout
 		<-t.bell
 		return
 	}
