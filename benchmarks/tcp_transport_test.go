@@ -3,6 +3,7 @@ package benchmarks
 import (
 	"fmt"
 	"io"
+	"os"
 	stdnet "net"
 	"runtime"
 	"sort"
@@ -90,11 +91,35 @@ func (s *side) send() {
 
 // recv busy-polls (as fi_pingpong does) until one more message is in.
 func (s *side) recv() {
-	want := s.sink.got + 1
-	for s.sink.got < want {
-		if !s.tr.Poll(s.sink) {
-			runtime.Gosched() // let the gnet loops of this process run
+	pollWait(s.tr, s.sink, &s.sink.got)
+}
+
+// spinFor is how long a waiting side busy-polls before it sleeps in Wait
+// (the engine's Sread does the same: spin, then sleep on the transport).
+// With both processes spinning on a 2-vCPU machine the gnet loop threads
+// are starved (p99 in milliseconds), so the default spins briefly.
+var spinFor = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("GOFI_BENCH_SPIN")); err == nil {
+		return d
+	}
+	return 50 * time.Microsecond
+}()
+
+func pollWait(tr *fnet.Transport, sink transport.Sink, got *int) {
+	want := *got + 1
+	var idleSince time.Time
+	for n := 0; *got < want; n++ {
+		if tr.Poll(sink) {
+			idleSince = time.Time{}
+			continue
 		}
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		} else if time.Since(idleSince) > spinFor {
+			tr.Wait(time.Millisecond)
+			continue
+		}
+		runtime.Gosched() // let this process's gnet loop have the P
 	}
 }
 
