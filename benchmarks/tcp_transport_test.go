@@ -3,8 +3,8 @@ package benchmarks
 import (
 	"fmt"
 	"io"
-	"os"
 	stdnet "net"
+	"os"
 	"runtime"
 	"sort"
 	"testing"
