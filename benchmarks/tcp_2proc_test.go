@@ -54,7 +54,7 @@ func TestBenchPeer(t *testing.T) {
 			}
 		}
 	}
-	tr, err := fnet.Listen(fnet.Config{Addr: "127.0.0.1:0"})
+	tr, err := fnet.Listen(fnet.Config{Addr: "127.0.0.1:0", LoopOnly: kind == "gofi-looponly"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,13 +127,24 @@ func startPeer(b *testing.B, role string) *peerProc {
 // is Go's net with TCP_NODELAY and blocking reads.
 func BenchmarkTCPPingPong2P(b *testing.B) {
 	for _, size := range sizes {
-		b.Run(fmt.Sprintf("gofi/%d", size), func(b *testing.B) {
-			peer := startPeer(b, fmt.Sprintf("gofi:%d", size))
+		for _, kind := range []string{"gofi", "gofi-looponly"} {
+			b.Run(fmt.Sprintf("%s/%d", kind, size), func(b *testing.B) { benchGofi2P(b, kind, size) })
+		}
+		b.Run(fmt.Sprintf("stdnet/%d", size), func(b *testing.B) { benchStdNet2P(b, size) })
+	}
+}
+
+// benchGofi2P: kind "gofi" lets Poll borrow the loop and read sockets
+// itself; "gofi-looponly" leaves every read to the gnet loop.
+func benchGofi2P(b *testing.B, kind string, size int) {
+	{
+		{
+			peer := startPeer(b, fmt.Sprintf("%s:%d", kind, size))
 			name, err := hex.DecodeString(peer.addr)
 			if err != nil {
 				b.Fatal(err)
 			}
-			x := newSide(b, size)
+			x := newSideCfg(b, size, fnet.Config{Addr: "127.0.0.1:0", LoopOnly: kind == "gofi-looponly"})
 			defer func() { x.sink.closing = true; x.tr.Close() }()
 			var c transport.Code
 			if x.peer, c = x.tr.Resolve(name); c != transport.OK {
@@ -155,8 +166,13 @@ func BenchmarkTCPPingPong2P(b *testing.B) {
 			}
 			b.StopTimer()
 			report(b, lat)
-		})
-		b.Run(fmt.Sprintf("stdnet/%d", size), func(b *testing.B) {
+		}
+	}
+}
+
+func benchStdNet2P(b *testing.B, size int) {
+	{
+		{
 			peer := startPeer(b, fmt.Sprintf("stdnet:%d", size))
 			c, err := stdnet.Dial("tcp", peer.addr)
 			if err != nil {
@@ -185,6 +201,6 @@ func BenchmarkTCPPingPong2P(b *testing.B) {
 			}
 			b.StopTimer()
 			report(b, lat)
-		})
+		}
 	}
 }

@@ -66,7 +66,11 @@ type side struct {
 }
 
 func newSide(b *testing.B, size int) *side {
-	tr, err := fnet.Listen(fnet.Config{Addr: "127.0.0.1:0"})
+	return newSideCfg(b, size, fnet.Config{Addr: "127.0.0.1:0"})
+}
+
+func newSideCfg(b *testing.B, size int, cfg fnet.Config) *side {
+	tr, err := fnet.Listen(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}

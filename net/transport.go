@@ -45,6 +45,9 @@ type Config struct {
 	Handoff int
 	// DialTimeout bounds a connect (default 5 s).
 	DialTimeout time.Duration
+	// LoopOnly keeps Poll from borrowing the gnet loop to read sockets
+	// itself (see own.go); every byte is then read by the loop.
+	LoopOnly bool
 	// KeepAlive is the idle time before TCP keepalive probes start
 	// (default 5 s; probes every second, 3 of them). Negative disables.
 	KeepAlive time.Duration
@@ -134,6 +137,19 @@ type Transport struct {
 	closed  atomic.Bool
 	sinkMu  sync.Mutex
 	sink    transport.Sink // the last Poll's sink, for Close
+
+	// Owner polling (own.go).
+	own         sync.Mutex // held by Poll while it reads sockets itself
+	pmu         sync.Mutex // pstate, pch
+	pstate      int
+	pch         chan struct{}
+	parked      atomic.Bool
+	parks       atomic.Int64 // times the loop was borrowed (tests)
+	parkedAt    time.Time
+	wantRelease atomic.Bool
+	el          atomic.Value // gnet.EventLoop
+	emptyPolls  int
+	owned       []*tconn
 
 	// Poll scratch (the engine's goroutine only).
 	hdr     transport.Header
@@ -335,6 +351,7 @@ func (t *Transport) pending() bool {
 func (t *Transport) Wait(timeout time.Duration) {
 	t.sleeping.Add(1)
 	defer t.sleeping.Add(-1)
+	t.release() // nobody reads the sockets while we sleep but the loop
 	if t.pending() || t.closed.Load() {
 		return
 	}
@@ -369,6 +386,19 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		t.sinkMu.Unlock()
 	}
 	work := false
+	if !t.cfg.LoopOnly && t.parked.Load() {
+		t.own.Lock()
+		if t.parkedAt.IsZero() {
+			t.parkedAt = time.Now()
+		}
+		if t.ownerPoll() {
+			work = true
+		}
+		if !t.parked.Load() {
+			t.parkedAt = time.Time{}
+		}
+		t.own.Unlock()
+	}
 	if t.nDone.Load() != 0 {
 		t.mu.Lock()
 		t.events, t.done = t.done, t.events[:0]
@@ -402,6 +432,11 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 	t.ho.release()
 	if t.nStall.Load() != 0 {
 		t.unstall()
+	}
+	if work {
+		t.emptyPolls = 0
+	} else if t.emptyPolls++; t.emptyPolls%parkAfter == 0 && !t.cfg.LoopOnly {
+		t.requestPark()
 	}
 	return work
 }
@@ -497,6 +532,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closing.Store(true)
+	t.release()
 	var err error
 	if t.eng.Validate() == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
