@@ -1,0 +1,48 @@
+package benchmarks
+
+import (
+	"os"
+	"runtime"
+	"strconv"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+func sizeOf[T any](v T) uintptr { return unsafe.Sizeof(v) }
+
+// backoff is the idle strategy of the throughput loops, called on each
+// empty or full poll (the caller resets idle to 0 on progress): spin for 64
+// polls, then yield to the Go scheduler every 8th poll, then, after 1024
+// polls (the other side is most likely descheduled by the OS, as happens
+// when other processes load both vCPUs), sleep 20µs so it can run. A ring
+// of 256 KiB buffers far more than a sleep's worth of records.
+func backoff(idle *int) {
+	*idle++
+	switch {
+	case *idle < 64:
+	case *idle < 1024:
+		if *idle&7 == 0 {
+			runtime.Gosched()
+		}
+	default:
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+func yield() { runtime.Gosched() }
+
+// osYield gives the CPU back to the OS scheduler (sched_yield(2)).
+func osYield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
+
+// rounds is how many times each benchmark alternates its baseline and the
+// gofi variant inside one run (GOFI_BENCH_ROUNDS, default 1). go test's
+// -count repeats each sub-benchmark back to back, which on this bimodal
+// machine can put the baseline and gofi in different vCPU placements;
+// rounds interleave them: baseline, gofi, baseline, gofi, ...
+func rounds() int {
+	if n, err := strconv.Atoi(os.Getenv("GOFI_BENCH_ROUNDS")); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}

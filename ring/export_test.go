@@ -1,0 +1,27 @@
+package ring
+
+// SetCopyPath forces every copy through path p (with segment length seg
+// for PathSegmented) and returns a function restoring the measured plan.
+// Tests only; not safe while copies run concurrently.
+func SetCopyPath(p CopyPath, seg int) (restore func()) {
+	old := plan
+	switch p {
+	case PathSegmented:
+		plan = copyPlan{segFrom: 0, segTo: int(^uint(0) >> 1), seg: seg}
+	default:
+		plan = copyPlan{segFrom: int(^uint(0) >> 1), segTo: -1, seg: seg}
+	}
+	return func() { plan = old }
+}
+
+// Offsets of the shared layout, for corruption tests.
+const (
+	OffTail     = offTail
+	OffHead     = offHead
+	OffData     = offData
+	OffVersion  = offVersion
+	OffLineSep  = offLineSep
+	OffCapacity = offCapacity
+	OffDataOff  = offDataOff
+	OffCorrupt  = offCorrupt
+)
