@@ -89,7 +89,7 @@ func (c *Config) fill() error {
 	if c.Handoff == 0 {
 		c.Handoff = defaultHandoff
 	}
-	if c.Handoff < 2*(maxWireEager+msgRecHdr+recHdr) {
+	if c.Handoff < 4*(maxWireEager+msgRecHdr+8) {
 		return fmt.Errorf("net: Handoff %d too small", c.Handoff)
 	}
 	if c.DialTimeout == 0 {
@@ -194,13 +194,15 @@ func Listen(cfg Config) (*Transport, error) {
 		instance: binary.LittleEndian.Uint64(idb[:]) | 1,
 		pid:      uint32(os.Getpid()),
 		runDone:  make(chan error, 1),
-		ho:       newHandoff(cfg.Handoff),
 		byAddr:   make(map[addrKey]transport.Peer),
 		fds:      make(map[int]*tconn),
 		bell:     make(chan struct{}, 1),
 		timer:    time.NewTimer(time.Hour),
 	}
 	t.timer.Stop()
+	if t.ho, err = newHandoff(cfg.Handoff); err != nil {
+		return nil, fmt.Errorf("net: handoff ring: %w", err)
+	}
 	t.fl, err = newFlusher(t)
 	if err != nil {
 		return nil, err
