@@ -3,8 +3,9 @@ package benchmarks
 import (
 	"fmt"
 	"io"
-	"runtime"
 	stdnet "net"
+	"os"
+	"runtime"
 	"sort"
 	"testing"
 	"time"
@@ -65,7 +66,11 @@ type side struct {
 }
 
 func newSide(b *testing.B, size int) *side {
-	tr, err := fnet.Listen(fnet.Config{Addr: "127.0.0.1:0"})
+	return newSideCfg(b, size, fnet.Config{Addr: "127.0.0.1:0"})
+}
+
+func newSideCfg(b *testing.B, size int, cfg fnet.Config) *side {
+	tr, err := fnet.Listen(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -90,11 +95,35 @@ func (s *side) send() {
 
 // recv busy-polls (as fi_pingpong does) until one more message is in.
 func (s *side) recv() {
-	want := s.sink.got + 1
-	for s.sink.got < want {
-		if !s.tr.Poll(s.sink) {
-			runtime.Gosched() // let the gnet loops of this process run
+	pollWait(s.tr, s.sink, &s.sink.got)
+}
+
+// spinFor is how long a waiting side busy-polls before it sleeps in Wait
+// (the engine's Sread does the same: spin, then sleep on the transport).
+// With both processes spinning on a 2-vCPU machine the gnet loop threads
+// are starved (p99 in milliseconds), so the default spins briefly.
+var spinFor = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("GOFI_BENCH_SPIN")); err == nil {
+		return d
+	}
+	return 50 * time.Microsecond
+}()
+
+func pollWait(tr *fnet.Transport, sink transport.Sink, got *int) {
+	want := *got + 1
+	var idleSince time.Time
+	for n := 0; *got < want; n++ {
+		if tr.Poll(sink) {
+			idleSince = time.Time{}
+			continue
 		}
+		if idleSince.IsZero() {
+			idleSince = time.Now()
+		} else if time.Since(idleSince) > spinFor {
+			tr.Wait(time.Millisecond)
+			continue
+		}
+		runtime.Gosched() // let this process's gnet loop have the P
 	}
 }
 

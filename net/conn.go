@@ -55,6 +55,10 @@ type tconn struct {
 	curSeg     int
 	curOff     int
 	discard    [4096]byte
+	src        connSrc
+	pre        []byte // bytes Poll read from the socket, not yet decoded
+	pbuf       []byte
+	dead       bool // Poll saw it fail while owning the loop
 	stalled    atomic.Bool
 
 	// under peer.mu
@@ -256,6 +260,7 @@ func (p *peer) dialLocked() *tconn {
 	t := p.t
 	tc := &tconn{t: t, peer: p, dialed: true, fd: -1}
 	p.tx = tc
+	t.wantRelease.Store(true) // enrolling the socket needs the loop
 	t.dials.Add(1)
 	go t.dial(tc, p.ap)
 	return tc
@@ -341,6 +346,9 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	tc.gc = c
 	tc.fd = c.Fd()
+	if t.el.Load() == nil {
+		t.el.Store(c.EventLoop())
+	}
 	if t.closing.Load() {
 		return nil, gnet.Close
 	}
@@ -374,7 +382,8 @@ func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
 	if tc == nil {
 		return gnet.Close
 	}
-	stalled, err := tc.dec.run(c, tc)
+	tc.src.tc, tc.src.gc = tc, c
+	stalled, err := tc.dec.run(&tc.src, tc)
 	if l.committed {
 		l.committed = false
 		l.t.ho.publish()

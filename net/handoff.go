@@ -1,124 +1,95 @@
 package net
 
 import (
-	"encoding/binary"
 	"sync/atomic"
+
+	"github.com/gofi-dev/fi/ring"
 )
 
-// handoff is the single-producer (the gnet loop) single-consumer (Poll)
-// ring of variable-length records that carries inbound messages to the
-// engine. Records are 8-byte aligned, never split at the end of the buffer
-// (the producer pads to the end and starts over), and published in batches:
-// the loop commits every frame of one read and publishes once.
+// handoff carries inbound messages from the gnet loop (or from Poll while
+// it owns the loop) to Poll: a ring.Ring in Go memory, single producer,
+// single consumer, records published in batches (the loop commits every
+// frame of one read and publishes once).
 //
-// Layout: the producer's and consumer's shared words sit on their own
-// 128-byte lines; each side caches the other's index and rereads the shared
-// one only when its cached copy says full (producer) or empty (consumer).
-// Ordering comes from sync/atomic: a record's bytes are written before the
-// tail store that publishes them and read after the tail load that sees
-// them; the consumer's head store follows its reads, and the producer
-// reuses space only after loading that head.
-//
-// This is a local stand-in for package ring (branch ring), which has the
-// same Reserve/Commit/Publish, Peek/Consume/Release shape.
+// The ring's own Empty is a consumer-side call; Wait, which may run on any
+// goroutine, needs a check of its own, so the wrapper counts records
+// published and released (one atomic add per batch on each side).
 type handoff struct {
-	buf  []byte
-	mask uint64
-	_    [128]byte
-	tail atomic.Uint64 // written by the producer
-	_    [120]byte
-	head atomic.Uint64 // written by the consumer
-	_    [120]byte
-
-	// producer-private
-	ptail, phead uint64
-	_            [112]byte
-	// consumer-private
-	chead, ctail uint64
-	clen         uint64 // size of the record last returned by peek
+	r         *ring.Ring
+	staged    uint64        // producer: committed, not yet published
+	published atomic.Uint64 // records published
+	_         [120]byte
+	taken     uint64        // consumer: consumed, not yet released
+	released  atomic.Uint64 // records released
 }
 
 const (
-	recHdr    = 8 // u32 length, u32 type
-	recPad    = 2
 	recData   = 1
 	msgRecHdr = 48 // peer, epoch, op, flags, kind, tag, data, len, cookie
 )
 
-func newHandoff(capacity int) *handoff {
+func newHandoff(capacity int) (*handoff, error) {
 	c := 1 << 16
 	for c < capacity {
 		c <<= 1
 	}
-	return &handoff{buf: make([]byte, c), mask: uint64(c - 1)}
+	r, err := ring.New(c)
+	if err != nil {
+		return nil, err
+	}
+	return &handoff{r: r}, nil
 }
 
-func align8(n uint64) uint64 { return (n + 7) &^ 7 }
-
 // reserve returns n bytes to fill, or nil when the ring has no room now.
-func (r *handoff) reserve(n int) []byte {
-	size := uint64(len(r.buf))
-	need := recHdr + align8(uint64(n))
-	pos := r.ptail & r.mask
-	total := need
-	if pos+need > size {
-		total += size - pos // pad to the end, start over at 0
-	}
-	if total > size {
+func (h *handoff) reserve(n int) []byte {
+	b, err := h.r.Reserve(n)
+	if err != nil {
 		return nil
 	}
-	if size-(r.ptail-r.phead) < total {
-		r.phead = r.head.Load()
-		if size-(r.ptail-r.phead) < total {
-			return nil
-		}
-	}
-	if pos+need > size {
-		binary.LittleEndian.PutUint32(r.buf[pos:], uint32(size-pos-recHdr))
-		binary.LittleEndian.PutUint32(r.buf[pos+4:], recPad)
-		r.ptail += size - pos
-		pos = 0
-	}
-	return r.buf[pos+recHdr : pos+recHdr+uint64(n)]
+	return b
 }
 
 // commit finishes the record reserved last, n bytes long.
-func (r *handoff) commit(n int) {
-	pos := r.ptail & r.mask
-	binary.LittleEndian.PutUint32(r.buf[pos:], uint32(n))
-	binary.LittleEndian.PutUint32(r.buf[pos+4:], recData)
-	r.ptail += recHdr + align8(uint64(n))
-}
-
-// publish makes committed records visible to the consumer.
-func (r *handoff) publish() { r.tail.Store(r.ptail) }
-
-// peek returns the next record without consuming it, or nil.
-func (r *handoff) peek() []byte {
-	for {
-		if r.chead == r.ctail {
-			r.ctail = r.tail.Load()
-			if r.chead == r.ctail {
-				return nil
-			}
-		}
-		pos := r.chead & r.mask
-		n := uint64(binary.LittleEndian.Uint32(r.buf[pos:]))
-		if binary.LittleEndian.Uint32(r.buf[pos+4:]) == recPad {
-			r.chead += recHdr + n
-			continue
-		}
-		r.clen = recHdr + align8(n)
-		return r.buf[pos+recHdr : pos+recHdr+n]
+func (h *handoff) commit(n int) {
+	if h.r.Commit(recData, n) == nil {
+		h.staged++
 	}
 }
 
+// publish makes committed records visible to the consumer.
+func (h *handoff) publish() {
+	h.r.Publish()
+	if h.staged != 0 {
+		h.published.Add(h.staged)
+		h.staged = 0
+	}
+}
+
+// peek returns the next record without consuming it, or nil.
+func (h *handoff) peek() []byte {
+	_, p, err := h.r.Peek()
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
 // consume drops the record peek returned.
-func (r *handoff) consume() { r.chead += r.clen }
+func (h *handoff) consume() {
+	if h.r.Consume() == nil {
+		h.taken++
+	}
+}
 
 // release gives consumed space back to the producer.
-func (r *handoff) release() { r.head.Store(r.chead) }
+func (h *handoff) release() {
+	h.r.Release()
+	if h.taken != 0 {
+		h.released.Add(h.taken)
+		h.taken = 0
+	}
+}
 
-// empty reports whether nothing is published and unconsumed; safe from any
-// goroutine.
-func (r *handoff) empty() bool { return r.head.Load() == r.tail.Load() }
+// empty reports whether every published record was released; safe from
+// any goroutine.
+func (h *handoff) empty() bool { return h.released.Load() == h.published.Load() }

@@ -45,6 +45,9 @@ type Config struct {
 	Handoff int
 	// DialTimeout bounds a connect (default 5 s).
 	DialTimeout time.Duration
+	// LoopOnly keeps Poll from borrowing the gnet loop to read sockets
+	// itself (see own.go); every byte is then read by the loop.
+	LoopOnly bool
 	// KeepAlive is the idle time before TCP keepalive probes start
 	// (default 5 s; probes every second, 3 of them). Negative disables.
 	KeepAlive time.Duration
@@ -86,7 +89,7 @@ func (c *Config) fill() error {
 	if c.Handoff == 0 {
 		c.Handoff = defaultHandoff
 	}
-	if c.Handoff < 2*(maxWireEager+msgRecHdr+recHdr) {
+	if c.Handoff < 4*(maxWireEager+msgRecHdr+8) {
 		return fmt.Errorf("net: Handoff %d too small", c.Handoff)
 	}
 	if c.DialTimeout == 0 {
@@ -135,6 +138,19 @@ type Transport struct {
 	sinkMu  sync.Mutex
 	sink    transport.Sink // the last Poll's sink, for Close
 
+	// Owner polling (own.go).
+	own         sync.Mutex // held by Poll while it reads sockets itself
+	pmu         sync.Mutex // pstate, pch
+	pstate      int
+	pch         chan struct{}
+	parked      atomic.Bool
+	parks       atomic.Int64 // times the loop was borrowed (tests)
+	parkedAt    time.Time
+	wantRelease atomic.Bool
+	el          atomic.Value // gnet.EventLoop
+	emptyPolls  int
+	owned       []*tconn
+
 	// Poll scratch (the engine's goroutine only).
 	hdr     transport.Header
 	events  []event
@@ -178,13 +194,15 @@ func Listen(cfg Config) (*Transport, error) {
 		instance: binary.LittleEndian.Uint64(idb[:]) | 1,
 		pid:      uint32(os.Getpid()),
 		runDone:  make(chan error, 1),
-		ho:       newHandoff(cfg.Handoff),
 		byAddr:   make(map[addrKey]transport.Peer),
 		fds:      make(map[int]*tconn),
 		bell:     make(chan struct{}, 1),
 		timer:    time.NewTimer(time.Hour),
 	}
 	t.timer.Stop()
+	if t.ho, err = newHandoff(cfg.Handoff); err != nil {
+		return nil, fmt.Errorf("net: handoff ring: %w", err)
+	}
 	t.fl, err = newFlusher(t)
 	if err != nil {
 		return nil, err
@@ -330,14 +348,19 @@ func (t *Transport) pending() bool {
 	return !t.ho.empty() || t.nDone.Load() != 0 || t.nStall.Load() != 0
 }
 
-// Wait sleeps until Poll may have work, Wake is called or timeout passes.
+// Wait sleeps until Poll may have work, Wake is called or timeout passes
+// (a negative timeout waits without limit; 0 returns at once).
 func (t *Transport) Wait(timeout time.Duration) {
 	t.sleeping.Add(1)
 	defer t.sleeping.Add(-1)
+	t.release() // nobody reads the sockets while we sleep but the loop
 	if t.pending() || t.closed.Load() {
 		return
 	}
-	if timeout <= 0 {
+	if timeout == 0 {
+		return
+	}
+	if timeout < 0 { // no timeout
 		<-t.bell
 		return
 	}
@@ -365,6 +388,19 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		t.sinkMu.Unlock()
 	}
 	work := false
+	if !t.cfg.LoopOnly && t.parked.Load() {
+		t.own.Lock()
+		if t.parkedAt.IsZero() {
+			t.parkedAt = time.Now()
+		}
+		if t.ownerPoll() {
+			work = true
+		}
+		if !t.parked.Load() {
+			t.parkedAt = time.Time{}
+		}
+		t.own.Unlock()
+	}
 	if t.nDone.Load() != 0 {
 		t.mu.Lock()
 		t.events, t.done = t.done, t.events[:0]
@@ -398,6 +434,11 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 	t.ho.release()
 	if t.nStall.Load() != 0 {
 		t.unstall()
+	}
+	if work {
+		t.emptyPolls = 0
+	} else if t.emptyPolls++; t.emptyPolls%parkAfter == 0 && !t.cfg.LoopOnly {
+		t.requestPark()
 	}
 	return work
 }
@@ -493,6 +534,7 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closing.Store(true)
+	t.release()
 	var err error
 	if t.eng.Validate() == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
