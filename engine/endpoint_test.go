@@ -466,3 +466,18 @@ func TestEndpoint_CloseCancelsPostedReceives(t *testing.T) {
 		t.Fatalf("Recv after Close = %v", c)
 	}
 }
+
+func TestEndpoint_PeerGroupsMustAgree(t *testing.T) {
+	p := newPair(t, 1024, nil)
+	p.b.Recv(&RecvArgs{Buf: make([]byte, 8), Src: anySrc, Kind: transport.KindTagged, Tag: 4}, "group0")
+	p.a.Send(&SendArgs{Buf: []byte("g5"), Dest: addrB, Group: 5, Kind: transport.KindTagged, Tag: 4}, nil)
+	waitUnexpected(t, p.b, p.cb, 1)
+	if ok, _ := drain(p.cb); len(ok) != 0 {
+		t.Fatalf("a receive of group 0 took a group-5 message: %+v", ok)
+	}
+	buf := make([]byte, 8)
+	p.b.Recv(&RecvArgs{Buf: buf, Src: anySrc, Group: 5, Kind: transport.KindTagged, Tag: 4}, "group5")
+	if ok, _ := drain(p.cb, 1); len(ok) != 1 || ok[0].Context != "group5" || string(buf[:2]) != "g5" {
+		t.Fatalf("group-5 receive: %+v", ok)
+	}
+}

@@ -44,6 +44,7 @@ func TestEndpointOverTCP(t *testing.T) {
 		{"Selective", TestEndpoint_SelectiveCompletion},
 		{"BackPressure", TestEndpoint_UnexpectedBackPressureLosesNothing},
 		{"Close", TestEndpoint_CloseCancelsPostedReceives},
+		{"PeerGroups", TestEndpoint_PeerGroupsMustAgree},
 	} {
 		t.Run(tc.name, tc.f)
 	}

@@ -486,8 +486,8 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 		}
 		binary.LittleEndian.PutUint32(b[0:], uint32(p.idx))
 		binary.LittleEndian.PutUint32(b[4:], epoch)
-		b[8], b[9], b[10] = f.op, f.flags, f.kind
-		b[11], b[12], b[13], b[14], b[15] = 0, 0, 0, 0, 0
+		b[8], b[9], b[10], b[11] = f.op, f.flags, f.kind, 0
+		binary.LittleEndian.PutUint32(b[12:], f.group)
 		binary.LittleEndian.PutUint64(b[16:], f.tag)
 		binary.LittleEndian.PutUint64(b[24:], f.data)
 		binary.LittleEndian.PutUint64(b[32:], f.length)

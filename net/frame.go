@@ -8,7 +8,7 @@ import (
 	"github.com/gofi-dev/fi/transport"
 )
 
-// Frame header, little-endian, 40 bytes:
+// Frame header, little-endian, 48 bytes:
 //
 //	off size field
 //	  0    2 magic (0x6667, "gf")
@@ -22,9 +22,11 @@ import (
 //	         EAGER and DATA; the message length for RTS; the bytes wanted
 //	         for CTS; the credit returned for CREDIT)
 //	 32    8 cookie (RTS and CTS: the sender's cookie; DATA: the fetch id)
-//	 40      total
+//	 40    4 peer group id (EAGER and RTS; fi_av(3) PEER GROUPS), else 0
+//	 44    4 reserved, zero
+//	 48      total
 const (
-	hdrSize  = 40
+	hdrSize  = 48
 	magic    = 0x6667
 	helloLen = 64
 	authLen  = 32
@@ -56,6 +58,7 @@ const ctsDiscard uint8 = 1 << 0
 // frame is a decoded header.
 type frame struct {
 	op, flags, kind uint8
+	group           uint32
 	tag, data       uint64
 	length, cookie  uint64
 }
@@ -74,6 +77,8 @@ func putHeader(b []byte, f *frame) {
 	binary.LittleEndian.PutUint64(b[16:], f.data)
 	binary.LittleEndian.PutUint64(b[24:], f.length)
 	binary.LittleEndian.PutUint64(b[32:], f.cookie)
+	binary.LittleEndian.PutUint32(b[40:], f.group)
+	binary.LittleEndian.PutUint32(b[44:], 0)
 }
 
 // decodeHeader parses and validates one header. Everything a peer can set
@@ -86,7 +91,7 @@ func decodeHeader(b []byte, f *frame) error {
 	if binary.LittleEndian.Uint16(b[0:]) != magic {
 		return fmt.Errorf("%w: bad magic", errProto)
 	}
-	if b[5]|b[6]|b[7] != 0 {
+	if b[5]|b[6]|b[7] != 0 || binary.LittleEndian.Uint32(b[44:]) != 0 {
 		return fmt.Errorf("%w: reserved bytes set", errProto)
 	}
 	*f = frame{
@@ -97,6 +102,7 @@ func decodeHeader(b []byte, f *frame) error {
 		data:   binary.LittleEndian.Uint64(b[16:]),
 		length: binary.LittleEndian.Uint64(b[24:]),
 		cookie: binary.LittleEndian.Uint64(b[32:]),
+		group:  binary.LittleEndian.Uint32(b[40:]),
 	}
 	var maxLen uint64
 	wantKind := false
@@ -135,8 +141,8 @@ func decodeHeader(b []byte, f *frame) error {
 		if k := transport.Kind(f.kind); k != transport.KindMsg && k != transport.KindTagged {
 			return fmt.Errorf("%w: kind %d", errProto, f.kind)
 		}
-	} else if f.kind != 0 {
-		return fmt.Errorf("%w: op %d kind %d", errProto, f.op, f.kind)
+	} else if f.kind != 0 || f.group != 0 {
+		return fmt.Errorf("%w: op %d kind %d group %d", errProto, f.op, f.kind, f.group)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ type handoff struct {
 
 const (
 	recData   = 1
-	msgRecHdr = 48 // peer, epoch, op, flags, kind, tag, data, len, cookie
+	msgRecHdr = 48 // peer, epoch, op, flags, kind, pad, group, tag, data, len, cookie
 )
 
 func newHandoff(capacity int) (*handoff, error) {

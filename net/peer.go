@@ -176,7 +176,7 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	}
 	eager := hdr.Len <= uint64(t.cfg.MaxEager)
 	cost := int64(hdrSize)
-	f := frame{op: opRTS, flags: hdr.Flags, kind: uint8(hdr.Kind), tag: hdr.Tag, data: hdr.Data, length: hdr.Len}
+	f := frame{op: opRTS, flags: hdr.Flags, kind: uint8(hdr.Kind), group: hdr.Group, tag: hdr.Tag, data: hdr.Data, length: hdr.Len}
 	if eager {
 		f.op = opEager
 		cost += int64(hdr.Len)

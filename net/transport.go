@@ -458,6 +458,7 @@ func (t *Transport) deliver(sink transport.Sink, rec []byte, held bool) bool {
 	h := &t.hdr
 	h.Flags = rec[9]
 	h.Kind = transport.Kind(rec[10])
+	h.Group = binary.LittleEndian.Uint32(rec[12:])
 	h.Tag = binary.LittleEndian.Uint64(rec[16:])
 	h.Data = binary.LittleEndian.Uint64(rec[24:])
 	h.Len = binary.LittleEndian.Uint64(rec[32:])
