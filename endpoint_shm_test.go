@@ -16,10 +16,10 @@ type shmNode struct {
 	ep  *Endpoint
 }
 
-func openShmNode(t *testing.T, caps Flags) *shmNode { return openNode(t, "shm", caps) }
+func openShmNode(t *testing.T, caps Flags) *shmNode { return openE2E(t, "shm", caps) }
 
-// openNode opens a node of provider prov ("shm", or "tcp" on loopback).
-func openNode(t *testing.T, prov string, caps Flags) *shmNode {
+// openE2E opens a node of provider prov ("shm", or "tcp" on loopback).
+func openE2E(t *testing.T, prov string, caps Flags) *shmNode {
 	t.Helper()
 	hints := AllocInfo()
 	hints.Caps = caps
@@ -73,8 +73,8 @@ func TestShmEndToEndInProcess(t *testing.T) { endToEnd(t, "shm") }
 func TestTCPEndToEndInProcess(t *testing.T) { endToEnd(t, "tcp") }
 
 func endToEnd(t *testing.T, prov string) {
-	a := openNode(t, prov, Msg|Tagged|Source)
-	b := openNode(t, prov, Msg|Tagged|Source)
+	a := openE2E(t, prov, Msg|Tagged|Source)
+	b := openE2E(t, prov, Msg|Tagged|Source)
 	nameB, _ := b.ep.Name()
 	nameA, _ := a.ep.Name()
 	toB, err := a.av.Insert([][]byte{nameB}, 0)
