@@ -18,7 +18,7 @@ import (
 
 // Named AVs shared between processes of one user on one host.
 //
-// A named AV is a file /dev/shm/gofi-<uid>-av-<name> (mode 0600) mapped by
+// A named AV is a file /dev/shm/gofi-av-<uid>-<name> (mode 0600) mapped by
 // every process that opens it. The file is a wire format, read as
 // untrusted input: every field is checked before use, a foreign or corrupt
 // file is refused with ErrInval (ErrPerm when owned by another user or
@@ -106,7 +106,7 @@ func namedAVPath(name string) (string, error) {
 			return "", opErr("Domain.OpenAV", ErrInval, "bad AV name %q (1..200 of [A-Za-z0-9._-], not starting with '.')", name)
 		}
 	}
-	return filepath.Join(namedAVDir, fmt.Sprintf("gofi-%d-av-%s", os.Getuid(), name)), nil
+	return filepath.Join(namedAVDir, fmt.Sprintf("gofi-av-%d-%s", os.Getuid(), name)), nil
 }
 
 // namedSlotSize is the slot size for entries of format f.
