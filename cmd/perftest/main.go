@@ -24,6 +24,7 @@ type command struct {
 
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
+	{"pingpong", "ping-pong latency and bandwidth, flags and output of libfabric's fi_pingpong", runPingpong},
 	{"info", "list fabric providers and their attributes, like libfabric's fi_info", runInfo},
 }
 

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -27,19 +30,44 @@ func TestRun_UnknownSubcommandFails(t *testing.T) {
 	}
 }
 
-// buildPerftest builds the binary into a temporary directory.
+// The binary is built once per test run, into a temporary directory that
+// TestMain removes.
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	rc := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(rc)
+}
+
+// buildPerftest builds the binary (once) and returns its path.
 func buildPerftest(t *testing.T) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go tool not on PATH")
 	}
-	bin := filepath.Join(t.TempDir(), "perftest")
-	cmd := exec.Command(gobin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "perftest-test-"); buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "perftest")
+		cmd := exec.Command(gobin, "build", "-o", buildBin, ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return buildBin
 }
 
 // exitCode runs bin with args and returns its exit status and output.
