@@ -13,9 +13,9 @@ import (
 	"testing"
 )
 
-func TestRun_NoArgumentsPrintsUsage(t *testing.T) {
+func TestRun_HelpPrintsUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if rc := run(nil, &out, &errb); rc != 0 {
+	if rc := run([]string{"help"}, &out, &errb); rc != 0 {
 		t.Fatalf("exit %d", rc)
 	}
 	if !strings.Contains(out.String(), "subcommands:") || !strings.Contains(out.String(), "  info ") {
@@ -103,7 +103,7 @@ func TestPerftestBinary_InfoLikeFiInfo(t *testing.T) {
 		stdout []string // substrings
 		stderr string
 	}{
-		{"no arguments: usage, exit 0", nil, 0, []string{"subcommands:", "info"}, ""},
+		{"help: usage, exit 0", []string{"help"}, 0, []string{"subcommands:", "info", "pingpong", "latency"}, ""},
 		{"list providers", []string{"info", "-l"}, 0, []string{"shm:\n    version: 200.0\n", "tcp:\n    version: 200.0\n"}, ""},
 		{"tcp short", []string{"info", "-p", "tcp"}, 0, []string{"provider: tcp\n    fabric: ", "    type: FI_EP_RDM\n"}, ""},
 		{"tcp verbose", []string{"info", "-p", "tcp", "-v"}, 0, []string{"---\nfi_info:\n", "    fi_fabric_attr:\n        name: 127.0.0.1/32\n"}, ""},

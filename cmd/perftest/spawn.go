@@ -117,7 +117,9 @@ func fiPingpong(bin, prov string, tagged bool, size, iters int, timeout time.Dur
 	if tagged {
 		common = append(common, "-m", "tagged")
 	}
+	env := fiEnv()
 	srv := exec.Command(bin, append(common, "-B", fmt.Sprint(port))...)
+	srv.Env = env
 	var srvOut strings.Builder
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
@@ -136,6 +138,7 @@ func fiPingpong(bin, prov string, tagged bool, size, iters int, timeout time.Dur
 	deadline := time.Now().Add(timeout)
 	for {
 		cli := exec.Command(bin, append(common, "-P", fmt.Sprint(port), "127.0.0.1")...)
+		cli.Env = env
 		var out, errb strings.Builder
 		cli.Stdout, cli.Stderr = &out, &errb
 		done := make(chan error, 1)
@@ -160,6 +163,18 @@ func fiPingpong(bin, prov string, tagged bool, size, iters int, timeout time.Dur
 		srv.Process.Kill()
 		return measure{}, fmt.Errorf("fi_pingpong client: %v: %s%s", err, errb.String(), srvOut.String())
 	}
+}
+
+// fiEnv is the environment for fi_pingpong: an empty FI_PROVIDER, which
+// gofi reads as "no filter", would make libfabric find no provider.
+func fiEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if e != "FI_PROVIDER=" {
+			env = append(env, e)
+		}
+	}
+	return env
 }
 
 // freePort asks the kernel for a free TCP port for fi_pingpong's control
