@@ -58,6 +58,19 @@ func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr 
 	return rows[0], nil
 }
 
+// netPingpong measures Go's net package the same way: a ping-pong of
+// size over TCP loopback against a peer process, microseconds per
+// transfer (half a round trip) and MB/s.
+func netPingpong(size, iters int, timeout time.Duration, stderr io.Writer) (measure, error) {
+	p := &plan{Test: "latency", Prov: netProv, EpType: "rdm", Sizes: []int{size}, Iters: []int{iters}, Warmup: []int{max(iters/10, 1)}}
+	var m measure
+	err := runPlans("", 0, timeout, []*plan{p}, stderr, func(p *plan, r sizeResult) {
+		res := r.result(p)
+		m = measure{usec: res.Usec, mbps: 2 * float64(size) / res.Usec}
+	}, nil)
+	return m, err
+}
+
 // median of xs (xs is reordered).
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
@@ -77,12 +90,14 @@ type compareRow struct {
 	iters           int
 	ours, theirs    measure
 	hasTheirs       bool
+	goNet           measure // Go's net package over TCP loopback
+	netAll, netBW   []float64
 	oursAll, thAll  []float64 // usec per round
 	oursBW, theirBW []float64 // MB/s per round
 }
 
 // compareSizes runs the alternating rounds for each size.
-func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
+func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, withNet bool, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
 	bin := fiPingpongBin()
 	prov := fab.prov
 	var out []compareRow
@@ -96,6 +111,15 @@ func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds in
 			}
 			row.oursAll = append(row.oursAll, ours.usecPerXfer())
 			row.oursBW = append(row.oursBW, ours.mbps())
+			if withNet {
+				prog.set("%s pingpong %s: Go net, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
+				m, err := netPingpong(size, row.iters, timeout, stderr)
+				if err != nil {
+					return out, fmt.Errorf("Go net: %w", err)
+				}
+				row.netAll = append(row.netAll, m.usec)
+				row.netBW = append(row.netBW, m.mbps)
+			}
 			if bin == "" {
 				continue
 			}
@@ -107,6 +131,7 @@ func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds in
 			row.thAll = append(row.thAll, theirs.usec)
 			row.theirBW = append(row.theirBW, theirs.mbps)
 		}
+		row.goNet = measure{usec: median(row.netAll), mbps: median(row.netBW)}
 		row.ours = measure{usec: median(row.oursAll), mbps: median(row.oursBW)}
 		if len(row.thAll) > 0 {
 			row.hasTheirs = true
@@ -155,7 +180,7 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 		return ppIterations(size)
 	}
 	prog := newProgress(stderr)
-	rows, err := compareSizes(o.fab, sizes, itersFor, rounds, o.timeout, prog, stderr)
+	rows, err := compareSizes(o.fab, sizes, itersFor, rounds, true, o.timeout, prog, stderr)
 	prog.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "perftest pingpong: %v\n", err)
@@ -165,22 +190,26 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 	for _, r := range rows {
 		rep.add(Result{Tool: "gofi", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
 			Iterations: int64(r.iters), Usec: r.ours.usec, MBps: r.ours.mbps, MxfersPerSec: 1 / r.ours.usec})
+		rep.add(Result{Tool: "go-net", Test: "pingpong", Provider: "tcp", Mode: "stream", Size: r.size,
+			Iterations: int64(r.iters), Usec: r.goNet.usec, MBps: r.goNet.mbps, MxfersPerSec: 1 / r.goNet.usec})
 		if r.hasTheirs {
 			rep.add(Result{Tool: "libfabric", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
 				Iterations: int64(r.iters), Usec: r.theirs.usec, MBps: r.theirs.mbps, MxfersPerSec: 1 / r.theirs.usec})
 		}
 	}
 	if !o.common.json {
-		fmt.Fprintf(stdout, "%s pingpong, median of %d alternating rounds (ratio: gofi / fi_pingpong; below 1 is gofi faster for usec, above 1 for MB/sec)\n", o.fab.prov, rounds)
-		fmt.Fprintf(stdout, "%-8s%8s %13s %13s %7s %13s %13s %7s\n", "bytes", "iters", "gofi usec", "libfab usec", "ratio", "gofi MB/s", "libfab MB/s", "ratio")
+		fmt.Fprintf(stdout, "%s pingpong: usec/xfer (half a round trip) and MB/sec, median of %d rounds alternating gofi, fi_pingpong and Go net (TCP loopback)\n", o.fab.prov, rounds)
+		fmt.Fprintf(stdout, "ratios: gofi / other (for usec below 1 means gofi is faster; for MB/sec above 1)\n")
+		fmt.Fprintf(stdout, "%-8s%7s %10s %10s %7s %10s %7s %10s %10s %7s %10s %7s\n", "bytes", "iters",
+			"gofi usec", "libfab", "ratio", "go-net", "ratio", "gofi MB/s", "libfab", "ratio", "go-net", "ratio")
 		for _, r := range rows {
 			th := measure{}
 			if r.hasTheirs {
 				th = r.theirs
 			}
-			fmt.Fprintf(stdout, "%-8s%8s %13.2f %13s %7s %13.2f %13s %7s\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)),
-				r.ours.usec, fmtOpt(r.hasTheirs, th.usec), ratio(r.ours.usec, th.usec),
-				r.ours.mbps, fmtOpt(r.hasTheirs, th.mbps), ratio(r.ours.mbps, th.mbps))
+			fmt.Fprintf(stdout, "%-8s%7s %10.2f %10s %7s %10.2f %7s %10.2f %10s %7s %10.2f %7s\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)),
+				r.ours.usec, fmtOpt(r.hasTheirs, th.usec), ratio(r.ours.usec, th.usec), r.goNet.usec, ratio(r.ours.usec, r.goNet.usec),
+				r.ours.mbps, fmtOpt(r.hasTheirs, th.mbps), ratio(r.ours.mbps, th.mbps), r.goNet.mbps, ratio(r.ours.mbps, r.goNet.mbps))
 		}
 	}
 	return o.common.finish(rep, stdout, stderr)

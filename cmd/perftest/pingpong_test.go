@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os/exec"
 	"regexp"
@@ -16,6 +17,16 @@ import (
 // instead of stalling it.
 func runBin(t *testing.T, bin string, limit time.Duration, env []string, args ...string) (int, string, string) {
 	t.Helper()
+	rc, out, errs, err := runBinE(bin, limit, env, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc, out, errs
+}
+
+// runBinE is runBin for goroutines other than the test's: it reports a
+// hang or a failure to start as an error.
+func runBinE(bin string, limit time.Duration, env []string, args ...string) (int, string, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	var out, errb bytes.Buffer
@@ -25,17 +36,16 @@ func runBin(t *testing.T, bin string, limit time.Duration, env []string, args ..
 	cmd.Env = append(cmd.Env, env...)
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("perftest %v did not finish within %v\nstdout:\n%s\nstderr:\n%s", args, limit, out.String(), errb.String())
+		return -1, out.String(), errb.String(), fmt.Errorf("perftest %v did not finish within %v\nstdout:\n%s\nstderr:\n%s", args, limit, out.String(), errb.String())
 	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, out.String(), errb.String()
+		return 0, out.String(), errb.String(), nil
 	case errors.As(err, &ee):
-		return ee.ExitCode(), out.String(), errb.String()
+		return ee.ExitCode(), out.String(), errb.String(), nil
 	}
-	t.Fatalf("run %v: %v", args, err)
-	return 0, "", ""
+	return -1, out.String(), errb.String(), fmt.Errorf("run %v: %v", args, err)
 }
 
 // testPort returns a TCP port that was free a moment ago.
@@ -63,14 +73,18 @@ func serverAndClient(t *testing.T, bin string, flags ...string) (srvRC int, srvO
 	type res struct {
 		rc       int
 		out, err string
+		runErr   error
 	}
 	done := make(chan res, 1)
 	go func() {
-		rc, o, e := runBin(t, bin, 60*time.Second, nil, append([]string{"pingpong", "-B", port}, flags...)...)
-		done <- res{rc, o, e}
+		rc, o, e, err := runBinE(bin, 60*time.Second, nil, append([]string{"pingpong", "-B", port}, flags...)...)
+		done <- res{rc, o, e, err}
 	}()
 	cliRC, cliOut, cliErr = runBin(t, bin, 60*time.Second, nil, append(append([]string{"pingpong", "-P", port}, flags...), "127.0.0.1")...)
 	s := <-done
+	if s.runErr != nil {
+		t.Fatalf("server: %v", s.runErr)
+	}
 	if s.rc != 0 {
 		t.Logf("server stderr:\n%s", s.err)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -118,8 +119,8 @@ func TestServe_AnswersAClientFromAnotherProcess(t *testing.T) {
 	port := testPort(t)
 	done := make(chan string, 1)
 	go func() {
-		rc, out, errs := runBin(t, bin, 60*time.Second, nil, "serve", "-B", port, "-once")
-		done <- strings.Join([]string{string(rune('0' + rc)), out, errs}, "\n")
+		rc, out, errs, err := runBinE(bin, 60*time.Second, nil, "serve", "-B", port, "-once")
+		done <- fmt.Sprintf("%d\n%s\n%s\n%v", rc, out, errs, err)
 	}()
 	rc, out, errs := runBin(t, bin, 60*time.Second, nil, "latency", "-P", port, "-I", "20", "-S", "8", "-timeout", "5s", "127.0.0.1")
 	srv := <-done
@@ -225,7 +226,7 @@ func TestPingpongCompare_PrintsRatiosAgainstFiPingpong(t *testing.T) {
 	if rc != 0 {
 		t.Fatalf("exit %d\n%s\n%s", rc, out, errs)
 	}
-	row := regexp.MustCompile(`(?m)^64 +100 +` + num + ` +(\S+) +(\S+) +` + num + ` +(\S+) +(\S+)$`).FindStringSubmatch(out)
+	row := regexp.MustCompile(`(?m)^64 +100 +` + num + ` +(\S+) +(\S+) +` + num + ` +(\S+) +` + num + ` +(\S+) +(\S+) +` + num + ` +(\S+)$`).FindStringSubmatch(out)
 	if row == nil || !strings.Contains(out, "gofi usec") {
 		t.Fatalf("no comparison row for 64 bytes:\n%s\n%s", out, errs)
 	}
