@@ -358,7 +358,6 @@ func (r sizeResult) result(p *plan) Result {
 		slices.Sort(r.lat)
 		res.P50, res.P90, res.P99, res.P999 = percentile(r.lat, 50), percentile(r.lat, 90), percentile(r.lat, 99), percentile(r.lat, 99.9)
 		res.Usec = r.elapsed.Seconds() * 1e6 / float64(r.iters) / 2
-		res.MBps = float64(r.size) / res.Usec
 		return res
 	}
 	res.Window = p.Window

@@ -123,8 +123,8 @@ type Result struct {
 	MsgRate      float64 `json:"mmsgs_per_sec,omitempty"`
 }
 
-// latency is the result's latency for plots: the median when measured,
-// otherwise the mean per transfer.
+// latency is the result's latency for plots: the median when measured
+// (latency), otherwise the mean per transfer (pingpong).
 func (r Result) latency() float64 {
 	if r.P50 > 0 {
 		return r.P50

@@ -97,20 +97,22 @@ type compareRow struct {
 }
 
 // compareSizes runs the alternating rounds for each size.
-func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, withNet bool, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
+func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, withOurs, withNet bool, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
 	bin := fiPingpongBin()
 	prov := fab.prov
 	var out []compareRow
 	for _, size := range sizes {
 		row := compareRow{size: size, iters: itersFor(size)}
 		for r := 0; r < rounds; r++ {
-			prog.set("%s pingpong %s: gofi, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
-			ours, err := ourPingpong(fab, size, row.iters, timeout, stderr)
-			if err != nil {
-				return out, err
+			if withOurs {
+				prog.set("%s pingpong %s: gofi, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
+				ours, err := ourPingpong(fab, size, row.iters, timeout, stderr)
+				if err != nil {
+					return out, err
+				}
+				row.oursAll = append(row.oursAll, ours.usecPerXfer())
+				row.oursBW = append(row.oursBW, ours.mbps())
 			}
-			row.oursAll = append(row.oursAll, ours.usecPerXfer())
-			row.oursBW = append(row.oursBW, ours.mbps())
 			if withNet {
 				prog.set("%s pingpong %s: Go net, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
 				m, err := netPingpong(size, row.iters, timeout, stderr)
@@ -143,7 +145,7 @@ func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds in
 }
 
 func ratio(a, b float64) string {
-	if b == 0 {
+	if a == 0 || b == 0 {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", a/b)
@@ -163,14 +165,20 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 			rounds = v
 		}
 	}
-	// Fail early and clearly when our side cannot run this provider.
-	if err := probeProvider(o.fab); err != nil {
-		fmt.Fprintf(stderr, "perftest pingpong: %v\n", err)
-		return exitStatus(err)
-	}
+	// Say at once when our side cannot run this provider; the others
+	// are still measured when there are others.
 	bin := fiPingpongBin()
+	withOurs := true
+	if err := probeProvider(o.fab); err != nil {
+		if bin == "" {
+			fmt.Fprintf(stderr, "perftest pingpong: %v\n", err)
+			return exitStatus(err)
+		}
+		fmt.Fprintf(stderr, "perftest pingpong: %v: measuring fi_pingpong and Go net only\n", err)
+		withOurs = false
+	}
 	if bin == "" {
-		fmt.Fprintf(stderr, "perftest pingpong: fi_pingpong not installed (Debian: apt-get install libfabric-bin): measuring gofi only\n")
+		fmt.Fprintf(stderr, "perftest pingpong: fi_pingpong not installed (Debian: apt-get install libfabric-bin): measuring gofi and Go net only\n")
 	}
 	sizes := ppSizes(o, ppMaxData)
 	itersFor := func(size int) int {
@@ -180,7 +188,7 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 		return ppIterations(size)
 	}
 	prog := newProgress(stderr)
-	rows, err := compareSizes(o.fab, sizes, itersFor, rounds, true, o.timeout, prog, stderr)
+	rows, err := compareSizes(o.fab, sizes, itersFor, rounds, withOurs, true, o.timeout, prog, stderr)
 	prog.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "perftest pingpong: %v\n", err)
@@ -188,8 +196,10 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 	}
 	rep := newReport("pingpong -compare")
 	for _, r := range rows {
-		rep.add(Result{Tool: "gofi", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
-			Iterations: int64(r.iters), Usec: r.ours.usec, MBps: r.ours.mbps, MxfersPerSec: 1 / r.ours.usec})
+		if withOurs {
+			rep.add(Result{Tool: "gofi", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
+				Iterations: int64(r.iters), Usec: r.ours.usec, MBps: r.ours.mbps, MxfersPerSec: 1 / r.ours.usec})
+		}
 		rep.add(Result{Tool: "go-net", Test: "pingpong", Provider: "tcp", Mode: "stream", Size: r.size,
 			Iterations: int64(r.iters), Usec: r.goNet.usec, MBps: r.goNet.mbps, MxfersPerSec: 1 / r.goNet.usec})
 		if r.hasTheirs {
@@ -207,9 +217,9 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 			if r.hasTheirs {
 				th = r.theirs
 			}
-			fmt.Fprintf(stdout, "%-8s%7s %10.2f %10s %7s %10.2f %7s %10.2f %10s %7s %10.2f %7s\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)),
-				r.ours.usec, fmtOpt(r.hasTheirs, th.usec), ratio(r.ours.usec, th.usec), r.goNet.usec, ratio(r.ours.usec, r.goNet.usec),
-				r.ours.mbps, fmtOpt(r.hasTheirs, th.mbps), ratio(r.ours.mbps, th.mbps), r.goNet.mbps, ratio(r.ours.mbps, r.goNet.mbps))
+			fmt.Fprintf(stdout, "%-8s%7s %10s %10s %7s %10.2f %7s %10s %10s %7s %10.2f %7s\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)),
+				fmtOpt(withOurs, r.ours.usec), fmtOpt(r.hasTheirs, th.usec), ratio(r.ours.usec, th.usec), r.goNet.usec, ratio(r.ours.usec, r.goNet.usec),
+				fmtOpt(withOurs, r.ours.mbps), fmtOpt(r.hasTheirs, th.mbps), ratio(r.ours.mbps, th.mbps), r.goNet.mbps, ratio(r.ours.mbps, r.goNet.mbps))
 		}
 	}
 	return o.common.finish(rep, stdout, stderr)

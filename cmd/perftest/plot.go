@@ -103,7 +103,7 @@ func collectSeries(reps []*Report, labels []string) []*series {
 			if r.Size <= 0 {
 				continue // no place on a log axis
 			}
-			if l := r.latency(); l > 0 {
+			if l := r.latency(); l > 0 && (r.Test == "latency" || r.Test == "pingpong") {
 				s.lat = append(s.lat, plotter.XY{X: float64(r.Size), Y: l})
 			}
 			if r.MBps > 0 {
@@ -124,6 +124,7 @@ func plotReports(file string, reps []*Report, labels []string) error {
 	ss := collectSeries(reps, labels)
 	lat := newLogPlot("Latency", "message size (bytes)", "usec (half round trip, median)")
 	bw := newLogPlot("Bandwidth", "message size (bytes)", "MB/s")
+	bw.Legend.Top, bw.Legend.Left = false, false // curves rise to the upper right
 	var nLat, nBW int
 	for i, s := range ss {
 		for _, d := range []struct {

@@ -130,11 +130,15 @@ func fiPingpong(bin, prov string, tagged bool, size, iters int, timeout time.Dur
 	defer func() {
 		select {
 		case <-srvDone:
-		case <-time.After(timeout):
+		case <-time.After(timeout): // the client is done: the server follows at once
 			srv.Process.Kill()
 			<-srvDone
 		}
 	}()
+	// fi_pingpong has no idle timeout of ours: bound the whole run, allowing
+	// for a loaded machine (fi_pingpong busy-polls: 10 ms per transfer and
+	// more when the peer is not scheduled).
+	limit := timeout + time.Duration(iters)*20*time.Millisecond
 	deadline := time.Now().Add(timeout)
 	for {
 		cli := exec.Command(bin, append(common, "-P", fmt.Sprint(port), "127.0.0.1")...)
@@ -147,11 +151,11 @@ func fiPingpong(bin, prov string, tagged bool, size, iters int, timeout time.Dur
 		var err error
 		select {
 		case err = <-done:
-		case <-time.After(timeout):
+		case <-time.After(limit):
 			cli.Process.Kill()
 			<-done
 			srv.Process.Kill()
-			return measure{}, fmt.Errorf("fi_pingpong client timed out after %v", timeout)
+			return measure{}, fmt.Errorf("fi_pingpong client did not finish within %v", limit)
 		}
 		if err == nil {
 			return parsePPRow(out.String(), size)

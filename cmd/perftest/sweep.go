@@ -130,7 +130,7 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 					continue
 				}
 				fab := fabricOpts{prov: prov, epType: "rdm", sread: *sread}
-				cr, err := compareSizes(fab, sweepSizes, func(s int) int { return sweepLatencyIters(s) }, 3, false, *timeout, prog, stderr)
+				cr, err := compareSizes(fab, sweepSizes, func(s int) int { return sweepLatencyIters(s) }, 3, true, false, *timeout, prog, stderr)
 				if err != nil {
 					prog.done()
 					fmt.Fprintf(stderr, "perftest: -compare: %v\n", err)
