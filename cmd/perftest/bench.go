@@ -65,6 +65,9 @@ func (p *plan) validate() error {
 		if s < 0 || s > 1<<30 || p.Iters[i] < 0 || p.Warmup[i] < 0 {
 			return fmt.Errorf("size %d, %d iterations: out of range", s, p.Iters[i])
 		}
+		if s == 0 && p.Prov == netProv {
+			return errors.New("the Go net baseline needs sizes above 0 (a TCP stream has no empty messages)")
+		}
 		if p.Test == "bw" && p.Warmup[i]%p.Window != 0 {
 			return fmt.Errorf("warm-up %d is not a whole number of windows of %d", p.Warmup[i], p.Window)
 		}

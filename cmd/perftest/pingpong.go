@@ -222,7 +222,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.debug, "v", false, "enable debugging output (to stderr)")
 	fs.BoolVar(&o.fab.sread, "sread", false, "wait for completions in CQ.Sread (spin, then sleep) instead of busy-polling as fi_pingpong does")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on an unreachable or silent peer after this long")
-	fs.BoolVar(&o.compare, "compare", false, "run both sides here, alternating with libfabric's fi_pingpong per size, and print the ratios")
+	fs.BoolVar(&o.compare, "compare", false, "run both sides here, alternating gofi, libfabric's fi_pingpong and Go net per size (PERFTEST_ROUNDS rounds, default 3), and print medians and ratios")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage:\n  perftest pingpong [OPTIONS]\t\tstart server\n  perftest pingpong [OPTIONS] <srv_addr>\tconnect to server\n\nPing pong client and server (libfabric's fi_pingpong)\n\nOptions:\n")

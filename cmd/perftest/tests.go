@@ -164,6 +164,9 @@ func runTest(kind testKind, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	p := o.buildPlan()
+	if err := p.validate(); err != nil {
+		return usageErr(stderr, sub, err)
+	}
 	rep := newReport(sub)
 	prog := newProgress(stderr)
 	table := stdout
