@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -27,11 +28,14 @@ type plan struct {
 	EpType string `json:"ep_type"`
 	Domain string `json:"domain,omitempty"`
 	Tagged bool   `json:"tagged,omitempty"`
-	Sread  bool   `json:"sread,omitempty"`
+	Wait   string `json:"wait,omitempty"` // spin, yield or sread
 	Sizes  []int  `json:"sizes"`
 	Iters  []int  `json:"iters"` // per size, timed
 	Warmup []int  `json:"warmup"`
 	Window int    `json:"window,omitempty"`
+	// Budget, when set, bounds each size's timed phase: the client runs
+	// as many iterations (up to Iters) as fit at the warm-up's pace.
+	Budget time.Duration `json:"budget,omitempty"`
 }
 
 // hello is the server's answer to a plan.
@@ -43,7 +47,7 @@ type hello struct {
 const maxPlan = 1 << 20
 
 func (p *plan) fab() fabricOpts {
-	return fabricOpts{prov: p.Prov, epType: p.EpType, domain: p.Domain, tagged: p.Tagged, sread: p.Sread}
+	return fabricOpts{prov: p.Prov, epType: p.EpType, domain: p.Domain, tagged: p.Tagged, wait: p.Wait}
 }
 
 func (p *plan) maxSize() int { return slices.Max(p.Sizes) }
@@ -68,8 +72,8 @@ func (p *plan) validate() error {
 		if s == 0 && p.Prov == netProv {
 			return errors.New("the Go net baseline needs sizes above 0 (a TCP stream has no empty messages)")
 		}
-		if p.Test == "bw" && p.Warmup[i]%p.Window != 0 {
-			return fmt.Errorf("warm-up %d is not a whole number of windows of %d", p.Warmup[i], p.Window)
+		if p.Test == "bw" && (p.Warmup[i]%p.Window != 0 || p.Iters[i]%p.Window != 0) {
+			return fmt.Errorf("warm-up %d or iterations %d not a whole number of windows of %d", p.Warmup[i], p.Iters[i], p.Window)
 		}
 	}
 	return nil
@@ -222,36 +226,57 @@ func serveSession(c *ctrl, timeout time.Duration) error {
 // ackSize is the size of bw's acknowledgement message.
 const ackSize = 4
 
+// Each size runs in two phases: the warm-up (Warmup messages, known to
+// both sides from the plan), then the timed phase, whose length the
+// client decides after the warm-up and sends over the control channel:
+// Iters, or with a Budget as many as the warm-up's pace fits in it (at
+// least minTimed, whole windows for bw).
+const minTimed = 20
+
 // serverRun is the server's half of a plan: echo (latency) or receive
-// windows and acknowledge them (bw).
+// windows and acknowledge each (bw).
 func serverRun(c *ctrl, p *plan, l link) error {
 	ack := make([]byte, ackSize)
 	for i, size := range p.Sizes {
 		if err := c.sync(false); err != nil {
 			return err
 		}
-		total := p.Iters[i] + p.Warmup[i]
 		tx := l.txBuf()[:size]
-		for k := 0; k < total; k++ {
-			if err := l.recv(size); err != nil {
-				return fmt.Errorf("size %d, message %d: %w", size, k, err)
-			}
-			switch {
-			case p.Test == "latency":
-				if err := l.send(tx); err != nil {
-					return err
+		phase := func(n int) error {
+			for k := 0; k < n; k++ {
+				if err := l.recv(size); err != nil {
+					return fmt.Errorf("size %d, message %d: %w", size, k, err)
+				}
+				if p.Test == "latency" {
+					if err := l.send(tx); err != nil {
+						return err
+					}
+				} else if (k+1)%p.Window == 0 {
+					if err := l.send(ack); err != nil {
+						return err
+					}
+				} else {
+					continue
 				}
 				if err := l.flush(); err != nil {
 					return err
 				}
-			case (k+1)%p.Window == 0 || k+1 == total:
-				if err := l.send(ack); err != nil {
-					return err
-				}
-				if err := l.flush(); err != nil {
-					return err
-				}
 			}
+			return nil
+		}
+		if err := phase(p.Warmup[i]); err != nil {
+			return err
+		}
+		nb, err := c.recvFrame(16)
+		if err != nil {
+			return err
+		}
+		n, err := strconv.Atoi(string(nb))
+		if err != nil || n < 0 || (p.Test == "bw" && n%p.Window != 0) {
+			return fmt.Errorf("control channel: bad message count %q", nb)
+		}
+		if err := phase(n); err != nil {
+			return err
 		}
 		if err := c.sync(false); err != nil {
 			return err
@@ -272,60 +297,68 @@ type sizeResult struct {
 func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 	var lat []time.Duration
 	for i, size := range p.Sizes {
-		iters, warm := p.Iters[i], p.Warmup[i]
 		if err := c.sync(true); err != nil {
 			return err
 		}
 		tx := l.txBuf()[:size]
-		r := sizeResult{size: size, iters: iters}
-		var err error
-		if p.Test == "latency" {
-			if cap(lat) < iters {
-				lat = make([]time.Duration, iters)
-			}
-			r.lat = lat[:iters]
-			var start time.Time
-			for k := 0; k < warm+iters && err == nil; k++ {
+		// one round trip (latency) or one window (bw); record may be nil
+		step := func(record []time.Duration, k int) error {
+			if p.Test == "latency" {
 				t0 := time.Now()
-				if k == warm {
-					start = t0
-				}
-				if err = l.send(tx); err == nil {
+				err := l.send(tx)
+				if err == nil {
 					if err = l.flush(); err == nil {
 						err = l.recv(size)
 					}
 				}
-				if k >= warm {
-					r.lat[k-warm] = time.Since(t0) / 2
+				if record != nil {
+					record[k] = time.Since(t0) / 2
+				}
+				return err
+			}
+			for j := 0; j < p.Window; j++ {
+				if err := l.send(tx); err != nil {
+					return err
 				}
 			}
-			r.elapsed = time.Since(start)
-		} else {
-			var start time.Time
-			total := warm + iters
-			for k := 0; k < total && err == nil; {
-				if k == warm {
-					start = time.Now()
-				}
-				// a window, or up to the end of the warm-up
-				w := min(p.Window, total-k)
-				if k < warm {
-					w = min(w, warm-k)
-				}
-				for j := 0; j < w && err == nil; j++ {
-					err = l.send(tx)
-				}
-				if err == nil {
-					err = l.flush()
-				}
-				k += w
-				// the server acknowledges every Window-th message and the last
-				if err == nil && (k%p.Window == 0 || k == total) {
-					err = l.recv(ackSize)
-				}
+			if err := l.flush(); err != nil {
+				return err
 			}
-			r.elapsed = time.Since(start)
+			return l.recv(ackSize)
 		}
+		per := 1 // messages per step
+		if p.Test == "bw" {
+			per = p.Window
+		}
+		warmStart := time.Now()
+		var err error
+		for k := 0; k < p.Warmup[i]/per && err == nil; k++ {
+			err = step(nil, k)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s, size %d, warm-up: %w", p.Prov, p.Test, size, err)
+		}
+		steps := p.Iters[i] / per
+		if p.Budget > 0 && p.Warmup[i] > 0 {
+			pace := time.Since(warmStart) / time.Duration(p.Warmup[i]/per)
+			fit := int(p.Budget / max(pace, time.Nanosecond))
+			steps = min(steps, max(fit, (minTimed+per-1)/per))
+		}
+		if err := c.sendFrame([]byte(strconv.Itoa(steps * per))); err != nil {
+			return err
+		}
+		r := sizeResult{size: size, iters: steps * per}
+		if p.Test == "latency" {
+			if cap(lat) < steps {
+				lat = make([]time.Duration, steps)
+			}
+			r.lat = lat[:steps]
+		}
+		start := time.Now()
+		for k := 0; k < steps && err == nil; k++ {
+			err = step(r.lat, k)
+		}
+		r.elapsed = time.Since(start)
 		if err != nil {
 			return fmt.Errorf("%s %s, size %d: %w", p.Prov, p.Test, size, err)
 		}

@@ -30,8 +30,12 @@ func fiPingpongBin() string {
 // ourPingpong runs one gofi pingpong of size: a peer process started here
 // and this process as the client.
 func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr io.Writer) (ppRow, error) {
+	wait := fab.wait
+	if wait == "" {
+		wait = "spin"
+	}
 	args := []string{"pingpong", "-e", fab.epType, "-I", strconv.Itoa(iters), "-S", strconv.Itoa(size),
-		"-m", modeName(fab.tagged), "-timeout", timeout.String()}
+		"-m", modeName(fab.tagged), "-timeout", timeout.String(), "-wait", wait}
 	if fab.prov != "" {
 		args = append(args, "-p", fab.prov)
 	}

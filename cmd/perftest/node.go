@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -16,7 +17,7 @@ type fabricOpts struct {
 	epType string
 	domain string
 	tagged bool
-	sread  bool // wait in CQ.Sread (spin, then sleep) instead of busy-polling
+	wait   string // how to wait for completions: spin, yield or sread (see waitModes)
 }
 
 // parseEpType accepts fi_pingpong's spellings (msg, rdm, dgram) and
@@ -31,6 +32,26 @@ func parseEpType(s string) (fi.EpType, error) {
 		return fi.EpDgram, nil
 	}
 	return 0, fmt.Errorf("unknown endpoint type %q (msg, rdm or dgram)", s)
+}
+
+// waitModes are the ways to wait for a completion (-wait):
+//   - spin: busy-poll CQ.Read, as fi_pingpong does: the lowest latency on
+//     an idle host, the worst tails on a loaded one (a spinner that loses
+//     its vCPU stalls its peer for a scheduler slice);
+//   - yield: spin, and give up the CPU (sched_yield) every 256 empty
+//     polls, so a peer waiting for this vCPU runs: a few µs more at the
+//     median, far shorter tails on a busy host;
+//   - sread: CQ.Sread, gofi's own spin-then-sleep on the provider's
+//     doorbell.
+var waitModes = []string{"spin", "yield", "sread"}
+
+func checkWait(s string) error {
+	for _, m := range waitModes {
+		if s == m {
+			return nil
+		}
+	}
+	return fmt.Errorf("-wait %q: want spin, yield or sread", s)
 }
 
 // testTag is the tag tagged tests send with.
@@ -57,6 +78,7 @@ type node struct {
 	txctx      *int
 	rxctx      *int
 	sread      bool
+	yield      bool
 }
 
 // getInfo finds the provider o names. For a provider that serves remote
@@ -106,9 +128,9 @@ func openNode(o fabricOpts, localIP string, timeout time.Duration) (n *node, err
 	if err != nil {
 		return nil, err
 	}
-	n = &node{info: info, tagged: o.tagged, timeout: timeout, txctx: new(int), rxctx: new(int), sread: o.sread}
+	n = &node{info: info, tagged: o.tagged, timeout: timeout, txctx: new(int), rxctx: new(int), sread: o.wait == "sread", yield: o.wait == "yield"}
 	wait := fi.WaitNone // fi_pingpong's busy-polled CQs
-	if o.sread {
+	if n.sread {
 		wait = fi.WaitUnspec
 	}
 	defer func() {
@@ -231,6 +253,9 @@ func (n *node) wait(cq *fi.CQ, want int) error {
 			want -= c
 			deadline, spins = time.Time{}, 0
 			continue
+		}
+		if n.yield && spins&255 == 255 {
+			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 		if spins&1023 == 1023 && n.timeout > 0 {
 			now := time.Now()

@@ -220,7 +220,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.verify, "c", false, "enables data_integrity checks")
 	mode := fs.String("m", "msg", "transmit `mode` type: msg|tagged")
 	fs.BoolVar(&o.debug, "v", false, "enable debugging output (to stderr)")
-	fs.BoolVar(&o.fab.sread, "sread", false, "wait for completions in CQ.Sread (spin, then sleep) instead of busy-polling as fi_pingpong does")
+	fs.StringVar(&o.fab.wait, "wait", "spin", "how to wait for completions: spin (busy-poll, as fi_pingpong), yield (spin, sched_yield every 256 polls) or sread (CQ.Sread)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on an unreachable or silent peer after this long")
 	fs.BoolVar(&o.compare, "compare", false, "run both sides here, alternating gofi, libfabric's fi_pingpong and Go net per size (PERFTEST_ROUNDS rounds, default 3), and print medians and ratios")
 	o.common = addCommonFlags(fs)
@@ -260,6 +260,9 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		return usageErr(stderr, "pingpong", fmt.Errorf("-m %q: want msg or tagged", *mode))
 	}
 	if _, err := parseEpType(o.fab.epType); err != nil {
+		return usageErr(stderr, "pingpong", err)
+	}
+	if err := checkWait(o.fab.wait); err != nil {
 		return usageErr(stderr, "pingpong", err)
 	}
 	for _, p := range []struct {

@@ -28,15 +28,25 @@ func sweepBWIters(size, window int) int {
 	return n - n%window
 }
 
-// sweepPlans builds the latency and bandwidth plans for one provider.
-func sweepPlans(prov string, sread bool) []*plan {
-	const window = 64
-	lat := &plan{Test: "latency", Prov: prov, EpType: "rdm", Sread: sread, Sizes: sweepSizes}
-	bw := &plan{Test: "bw", Prov: prov, EpType: "rdm", Sread: sread, Sizes: sweepSizes, Window: window}
+// sweepWindow is the default run's bandwidth window.
+const sweepWindow = 64
+
+// sweepPlans builds the latency and bandwidth plans for one provider:
+// iters fixes the iteration count (bandwidth rounds it up to whole
+// windows); 0 lets budget bound each size.
+func sweepPlans(prov, wait string, iters int, budget time.Duration) []*plan {
+	lat := &plan{Test: "latency", Prov: prov, EpType: "rdm", Wait: wait, Sizes: sweepSizes}
+	bw := &plan{Test: "bw", Prov: prov, EpType: "rdm", Wait: wait, Sizes: sweepSizes, Window: sweepWindow}
+	if iters <= 0 {
+		lat.Budget, bw.Budget = budget, budget
+	}
 	for _, s := range sweepSizes {
-		it := sweepLatencyIters(s)
-		lat.Iters, lat.Warmup = append(lat.Iters, it), append(lat.Warmup, max(it/10, 1))
-		bw.Iters, bw.Warmup = append(bw.Iters, sweepBWIters(s, window)), append(bw.Warmup, window)
+		li, bi := sweepLatencyIters(s), sweepBWIters(s, sweepWindow)
+		if iters > 0 {
+			li, bi = iters, (iters+sweepWindow-1)/sweepWindow*sweepWindow
+		}
+		lat.Iters, lat.Warmup = append(lat.Iters, li), append(lat.Warmup, min(max(li/10, 1), 50))
+		bw.Iters, bw.Warmup = append(bw.Iters, bi), append(bw.Warmup, sweepWindow)
 	}
 	return []*plan{lat, bw}
 }
@@ -56,7 +66,9 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	compare := fs.Bool("compare", false, "also run libfabric's fi_pingpong (when installed) alternating with gofi's pingpong, and print the ratios")
 	timeout := fs.Duration("timeout", 10*time.Second, "give up on a silent peer after this long")
-	sread := fs.Bool("sread", false, "wait for completions in CQ.Sread instead of busy-polling")
+	wait := fs.String("wait", "spin", "how to wait for completions: spin (busy-poll), yield (spin, sched_yield every 256 polls) or sread (CQ.Sread)")
+	iters := fs.Int("I", 0, "`iterations` per size (default: as many as fit in -time, up to 1000)")
+	budget := fs.Duration("time", 250*time.Millisecond, "time per size and test when -I is not given")
 	common := addCommonFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: perftest [flags]            latency and bandwidth of shm, tcp and Go net on this host\n       perftest <subcommand> [flags]  (perftest help lists them)\n\n")
@@ -70,6 +82,16 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "perftest: unknown subcommand %q\n\n", rest[0])
 		usage(stderr)
 		return 2
+	}
+	if err := checkWait(*wait); err != nil {
+		return usageErr(stderr, "", err)
+	}
+	if *iters < 0 {
+		return usageErr(stderr, "", fmt.Errorf("-I %d: want a positive count", *iters))
+	}
+	itersFor := func(s int) int { return sweepLatencyIters(s) }
+	if *iters > 0 {
+		itersFor = func(int) int { return *iters }
 	}
 	stop, err := common.startProfile()
 	if err != nil {
@@ -88,7 +110,7 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		provs = append(provs, prov)
-		plans = append(plans, sweepPlans(prov, *sread)...)
+		plans = append(plans, sweepPlans(prov, *wait, *iters, *budget)...)
 	}
 	rep := newReport("perftest")
 	rows := map[string]*sweepRow{}
@@ -129,8 +151,8 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 				if prov == netProv {
 					continue
 				}
-				fab := fabricOpts{prov: prov, epType: "rdm", sread: *sread}
-				cr, err := compareSizes(fab, sweepSizes, func(s int) int { return sweepLatencyIters(s) }, 3, true, false, *timeout, prog, stderr)
+				fab := fabricOpts{prov: prov, epType: "rdm", wait: *wait}
+				cr, err := compareSizes(fab, sweepSizes, itersFor, 3, true, false, *timeout, prog, stderr)
 				if err != nil {
 					prog.done()
 					fmt.Fprintf(stderr, "perftest: -compare: %v\n", err)
@@ -151,7 +173,7 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 	if !common.json {
 		host, _ := os.Hostname()
 		fmt.Fprintf(stdout, "gofi %s on %s (%d CPUs, %s, %s/%s), %.0fs\n", rep.Version, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Since(start).Seconds())
-		fmt.Fprintf(stdout, "latency: half round trip in usec (p50, p99); bandwidth: streaming, window 64, MB/s\n")
+		fmt.Fprintf(stdout, "latency: half round trip in usec (p50, p99); bandwidth: streaming, window %d, MB/s\n", sweepWindow)
 		if cmpDone {
 			fmt.Fprintf(stdout, "pingpong: usec/xfer, median of 3 runs alternating gofi and fi_pingpong; ratio = gofi / fi_pingpong (below 1: gofi faster)\n")
 		}

@@ -59,6 +59,7 @@ type testOpts struct {
 	iters   int // -1: per size default
 	window  int
 	timeout time.Duration
+	budget  time.Duration
 	node    string
 	common  *commonOpts
 }
@@ -66,7 +67,10 @@ type testOpts struct {
 // buildPlan turns options into the plan sent to the server.
 func (o *testOpts) buildPlan() *plan {
 	p := &plan{Test: o.kind.test, Prov: o.fab.prov, EpType: o.fab.epType, Domain: o.fab.domain,
-		Tagged: o.fab.tagged, Sread: o.fab.sread, Sizes: o.sizes, Window: o.window}
+		Tagged: o.fab.tagged, Wait: o.fab.wait, Sizes: o.sizes, Window: o.window}
+	if o.iters < 0 {
+		p.Budget = o.budget // -I pins the count; otherwise time bounds it
+	}
 	for _, s := range o.sizes {
 		it := o.iters
 		var warm int
@@ -74,7 +78,7 @@ func (o *testOpts) buildPlan() *plan {
 			if it < 0 {
 				it = latencyIters(s)
 			}
-			warm = max(it/10, 1)
+			warm = min(max(it/10, 1), 100)
 		} else {
 			if it < 0 {
 				it = bwIters(s, o.window)
@@ -106,8 +110,9 @@ func runTest(kind testKind, args []string, stdout, stderr io.Writer) int {
 		fs.IntVar(&o.window, "W", kind.window, "`window`: messages in flight before the receiver acknowledges")
 	}
 	fs.IntVar(&o.port, "P", defaultCtrlPort, "control `port` of the perftest serve on the node")
-	fs.BoolVar(&o.fab.sread, "sread", false, "wait for completions in CQ.Sread instead of busy-polling")
+	fs.StringVar(&o.fab.wait, "wait", "spin", "how to wait for completions: spin (busy-poll), yield (spin, sched_yield every 256 polls) or sread (CQ.Sread)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on an unreachable or silent peer after this long")
+	fs.DurationVar(&o.budget, "time", time.Second, "time per size when -I is not given (the count is then at most the default)")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: perftest %s [flags] [node]\n\n%s. Without a node it starts its own peer on this host;\nwith one it connects to 'perftest serve' running there.\n\n", sub, kind.summary)
@@ -147,6 +152,9 @@ func runTest(kind testKind, args []string, stdout, stderr io.Writer) int {
 		return usageErr(stderr, sub, fmt.Errorf("-m %q: want msg or tagged", *mode))
 	}
 	if _, err := parseEpType(o.fab.epType); err != nil {
+		return usageErr(stderr, sub, err)
+	}
+	if err := checkWait(o.fab.wait); err != nil {
 		return usageErr(stderr, sub, err)
 	}
 	if o.port < 1 || o.port > 65535 {

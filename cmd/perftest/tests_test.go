@@ -32,7 +32,7 @@ var (
 
 func TestDefaultRun_SweepsShmThenTCPAndPrintsOneTable(t *testing.T) {
 	bin := buildPerftest(t)
-	rc, out, errs := runBin(t, bin, 120*time.Second, nil)
+	rc, out, errs := runBin(t, bin, 120*time.Second, nil, "-I", "20")
 	if rc != 0 {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", rc, out, errs)
 	}
@@ -54,8 +54,9 @@ func TestDefaultRun_SweepsShmThenTCPAndPrintsOneTable(t *testing.T) {
 
 func TestLatency_PrintsPercentilesAndJSON(t *testing.T) {
 	bin := buildPerftest(t)
-	for _, mode := range []string{"msg", "tagged"} {
-		rc, out, errs := runBin(t, bin, 60*time.Second, nil, "latency", "-m", mode, "-I", "50", "-S", "8,4k,64k")
+	for i, mode := range []string{"msg", "tagged"} {
+		wait := []string{"yield", "sread"}[i]
+		rc, out, errs := runBin(t, bin, 60*time.Second, nil, "latency", "-m", mode, "-wait", wait, "-I", "50", "-S", "8,4k,64k")
 		if rc != 0 {
 			t.Fatalf("%s: exit %d\n%s", mode, rc, errs)
 		}
@@ -144,6 +145,8 @@ func TestTests_ErrorsExitNonZero(t *testing.T) {
 		{"unknown provider", []string{"bw", "-p", "verbs"}, 61, "provider not available"},
 		{"bad sizes", []string{"latency", "-S", "8,x"}, 2, `size "x"`},
 		{"bad window", []string{"bw", "-W", "0"}, 2, "-W 0"},
+		{"bad wait mode", []string{"latency", "-wait", "poll"}, 2, "want spin, yield or sread"},
+		{"size 0 over Go net", []string{"latency", "-p", "net", "-S", "0"}, 2, "needs sizes above 0"},
 		{"bad iterations", []string{"msgrate", "-I", "-5"}, 2, "-I"},
 		{"bad flag on the default run", []string{"-bogus"}, 2, "flag provided but not defined: -bogus"},
 		{"bad plot name", []string{"latency", "-I", "5", "-S", "8", "-plot", "out.gif"}, 1, "want a .svg or .png"},
