@@ -249,23 +249,38 @@ func probeProvider(fab fabricOpts) error {
 	return n.Close()
 }
 
-// progress is the one-line status perftest keeps on stderr while it works.
+// progress is the one-line status perftest keeps on stderr while it
+// works: rewritten in place on a terminal, one line per step otherwise
+// (a log file then reads well).
 type progress struct {
 	w     io.Writer
+	tty   bool
 	width int
 }
 
-func newProgress(w io.Writer) *progress { return &progress{w: w} }
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
 
 func (p *progress) set(format string, a ...any) {
 	s := fmt.Sprintf(format, a...)
+	if !p.tty {
+		fmt.Fprintf(p.w, "perftest: %s\n", s)
+		return
+	}
 	pad := max(p.width-len(s), 0)
 	fmt.Fprintf(p.w, "\r%s%*s", s, pad, "")
 	p.width = len(s)
 }
 
 func (p *progress) done() {
-	if p.width > 0 {
+	if p.tty && p.width > 0 {
 		fmt.Fprintf(p.w, "\r%*s\r", p.width, "")
 		p.width = 0
 	}
