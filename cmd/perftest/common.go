@@ -89,7 +89,8 @@ func (c *commonOpts) finish(rep *Report, stdout, stderr io.Writer) int {
 }
 
 // Report is what -json prints and plot reads: where and how the results
-// were measured, and one Result per test and size.
+// were measured, and one Result per test and size. Plain data: not safe
+// for concurrent mutation.
 type Report struct {
 	Tool      string    `json:"tool"`
 	Version   string    `json:"version"`
@@ -101,7 +102,7 @@ type Report struct {
 	Results   []Result  `json:"results"`
 }
 
-// Result is one measurement. Latencies are in microseconds (half a round
+// Result is one measurement (plain data). Latencies are in microseconds (half a round
 // trip), bandwidth in MB/s (10^6 bytes per second, as fi_pingpong counts
 // bytes per microsecond). Fields a test does not measure are omitted.
 type Result struct {
