@@ -991,12 +991,51 @@ func (t *Transport) Wake() {
 	_ = t.bell.Ring()
 }
 
+// lingerMax bounds how long Close waits for receivers to accept rings
+// that already carry completed sends.
+const lingerMax = 2 * time.Second
+
+// linger waits (bounded by lingerMax, and only for live receivers) until
+// every receiver we announced a ring to has accepted it. Eager sends
+// complete as soon as their record is in the ring, but the receiver maps
+// the ring only when it accepts the connection request; unlinking the ring
+// before that would lose messages already reported complete.
+func (t *Transport) linger() {
+	deadline := time.Now().Add(lingerMax)
+	lastCheck := time.Now()
+	for {
+		pending := false
+		check := time.Since(lastCheck) > 10*time.Millisecond
+		for _, p := range t.peers {
+			if p.connSlot < 0 || p.dead || p.out == nil {
+				continue
+			}
+			t.checkReply(p)
+			if check && p.connSlot >= 0 && !p.dead {
+				t.checkAlive(p)
+			}
+			if p.connSlot >= 0 && !p.dead {
+				pending = true
+			}
+		}
+		if check {
+			lastCheck = time.Now()
+		}
+		if !pending || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // Close fails held operations with ECANCELED and removes the region and
-// every ring this endpoint created.
+// every ring this endpoint created, after giving receivers that have not
+// yet accepted a ring carrying completed sends a bounded time to do so.
 func (t *Transport) Close() error {
 	if t.closed {
 		return nil
 	}
+	t.linger()
 	s := t.sink
 	for _, p := range t.peers {
 		for cookie, h := range p.held {
