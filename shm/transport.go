@@ -256,6 +256,13 @@ func (t *Transport) connect(p *peer) transport.Code {
 		}
 		return transport.EIO
 	}
+	// A region left by a killed owner still parses; a request posted into
+	// it would never be answered and sends into the ring would "complete"
+	// into nowhere.
+	if alive, err := r.Segment().Alive(); err != nil || !alive {
+		_ = r.Close()
+		return transport.EConnRefuse
+	}
 	bm, err := ring.NewBitmap(r.Bitmap(), r.Layout().PeerSlots)
 	if err != nil {
 		_ = r.Close()
