@@ -351,11 +351,36 @@ const recvFlags = Completion | More | MultiRecv
 
 const tagRecvFlags = Completion | More | Peek | Claim | Discard
 
+// send1 and recv1 are send and recv for one buffer, passed to the engine
+// without building a [][]byte (which would escape: zero allocations on the
+// single-buffer hot path).
+func (ep *Endpoint) send1(buf []byte, dest Addr, kind transport.Kind, tag, data uint64, flags Flags, ctx any) error {
+	return ep.sendArgs(nil, buf, dest, kind, tag, data, flags, ctx)
+}
+
+func (ep *Endpoint) recv1(buf []byte, src Addr, kind transport.Kind, tag, ignore uint64, flags Flags, ctx any) error {
+	return ep.recvArgs(nil, buf, src, kind, tag, ignore, flags, ctx)
+}
+
 func (ep *Endpoint) send(iov [][]byte, dest Addr, kind transport.Kind, tag, data uint64, flags Flags, ctx any) error {
+	if iov == nil {
+		iov = [][]byte{}
+	}
+	return ep.sendArgs(iov, nil, dest, kind, tag, data, flags, ctx)
+}
+
+func (ep *Endpoint) recv(iov [][]byte, src Addr, kind transport.Kind, tag, ignore uint64, flags Flags, ctx any) error {
+	if iov == nil {
+		iov = [][]byte{}
+	}
+	return ep.recvArgs(iov, nil, src, kind, tag, ignore, flags, ctx)
+}
+
+func (ep *Endpoint) sendArgs(iov [][]byte, buf []byte, dest Addr, kind transport.Kind, tag, data uint64, flags Flags, ctx any) error {
 	if len(iov) > ep.iovLimit {
 		return errIOVLimit
 	}
-	n := 0
+	n := len(buf)
 	for _, b := range iov {
 		n += len(b)
 	}
@@ -366,12 +391,12 @@ func (ep *Endpoint) send(iov [][]byte, dest Addr, kind transport.Kind, tag, data
 		return errInject
 	}
 	a, group := splitGroupAddr(dest)
-	c := ep.eng.Send(&engine.SendArgs{IOV: iov, Dest: uint64(a), Group: group, Kind: kind,
+	c := ep.eng.Send(&engine.SendArgs{IOV: iov, Buf: buf, Dest: uint64(a), Group: group, Kind: kind,
 		Tag: tag, Data: data, Flags: uint64(flags), Ctx: ctx})
 	return codeErr(c)
 }
 
-func (ep *Endpoint) recv(iov [][]byte, src Addr, kind transport.Kind, tag, ignore uint64, flags Flags, ctx any) error {
+func (ep *Endpoint) recvArgs(iov [][]byte, buf []byte, src Addr, kind transport.Kind, tag, ignore uint64, flags Flags, ctx any) error {
 	if len(iov) > ep.iovLimit {
 		return errIOVLimit
 	}
@@ -379,7 +404,7 @@ func (ep *Endpoint) recv(iov [][]byte, src Addr, kind transport.Kind, tag, ignor
 	if src == AddrUnspec {
 		s, group = AddrUnspec, 0
 	}
-	c := ep.eng.Recv(&engine.RecvArgs{IOV: iov, Src: uint64(s), Group: group, Kind: kind,
+	c := ep.eng.Recv(&engine.RecvArgs{IOV: iov, Buf: buf, Src: uint64(s), Group: group, Kind: kind,
 		Tag: tag, Ignore: ignore, Flags: uint64(flags), Ctx: ctx})
 	if c == engine.CodeNoMsg {
 		return opErr("Endpoint", ErrNoMsg, "no message claimed with this context")
@@ -392,8 +417,7 @@ func (ep *Endpoint) Send(buf []byte, dest Addr, ctx any) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindMsg, 0, 0, ep.txOpFlags&sendFlags, ctx)
+	return ep.send1(buf, dest, transport.KindMsg, 0, 0, ep.txOpFlags&sendFlags, ctx)
 }
 
 // SendV sends the concatenation of iov (fi_sendv).
@@ -410,8 +434,7 @@ func (ep *Endpoint) SendData(buf []byte, data uint64, dest Addr, ctx any) error 
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindMsg, 0, data, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
+	return ep.send1(buf, dest, transport.KindMsg, 0, data, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
 }
 
 // Inject sends a small message (at most TxAttr.InjectSize bytes) whose
@@ -420,8 +443,7 @@ func (ep *Endpoint) Inject(buf []byte, dest Addr) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindMsg, 0, 0, Inject, nil)
+	return ep.send1(buf, dest, transport.KindMsg, 0, 0, Inject, nil)
 }
 
 // SendMsg sends msg with explicit flags (fi_sendmsg): RemoteCQData,
@@ -446,8 +468,7 @@ func (ep *Endpoint) Recv(buf []byte, src Addr, ctx any) error {
 	if err := ep.ready(Msg); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.recv(iov[:], src, transport.KindMsg, 0, 0, ep.rxOpFlags&recvFlags, ctx)
+	return ep.recv1(buf, src, transport.KindMsg, 0, 0, ep.rxOpFlags&recvFlags, ctx)
 }
 
 // RecvV posts a vectored receive (fi_recvv).
@@ -482,8 +503,7 @@ func (ep *Endpoint) TSend(buf []byte, dest Addr, tag uint64, ctx any) error {
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindTagged, tag, 0, ep.txOpFlags&sendFlags, ctx)
+	return ep.send1(buf, dest, transport.KindTagged, tag, 0, ep.txOpFlags&sendFlags, ctx)
 }
 
 // TSendV sends a vectored tagged message (fi_tsendv).
@@ -499,8 +519,7 @@ func (ep *Endpoint) TSendData(buf []byte, data uint64, dest Addr, tag uint64, ct
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindTagged, tag, data, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
+	return ep.send1(buf, dest, transport.KindTagged, tag, data, ep.txOpFlags&sendFlags|RemoteCQData, ctx)
 }
 
 // TInject sends a small tagged message with no completion (fi_tinject).
@@ -508,8 +527,7 @@ func (ep *Endpoint) TInject(buf []byte, dest Addr, tag uint64) error {
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.send(iov[:], dest, transport.KindTagged, tag, 0, Inject, nil)
+	return ep.send1(buf, dest, transport.KindTagged, tag, 0, Inject, nil)
 }
 
 // TSendMsg sends a tagged message with explicit flags (fi_tsendmsg).
@@ -532,8 +550,7 @@ func (ep *Endpoint) TRecv(buf []byte, src Addr, tag, ignore uint64, ctx any) err
 	if err := ep.ready(Tagged); err != nil {
 		return err
 	}
-	iov := [1][]byte{buf}
-	return ep.recv(iov[:], src, transport.KindTagged, tag, ignore, ep.rxOpFlags&recvFlags, ctx)
+	return ep.recv1(buf, src, transport.KindTagged, tag, ignore, ep.rxOpFlags&recvFlags, ctx)
 }
 
 // TRecvV posts a vectored tagged receive (fi_trecvv).

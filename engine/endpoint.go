@@ -91,6 +91,7 @@ type Endpoint struct {
 	srcOf   []uint64 // transport peer -> fi_addr + 1 (0: unresolved)
 	placed  []match.Placed[uint32]
 	oneIOV  [1][]byte
+	hdr     transport.Header // Send's header, handed to the transport by pointer
 	closed  bool
 	peerErr map[transport.Peer]Code
 }
@@ -118,10 +119,15 @@ type txOp struct {
 	live  bool
 }
 
-// setIOV copies the caller's iov headers into storage the engine owns, so
-// the caller's [][]byte never escapes (a stack array works) and the
-// transport may hold the copy until the operation completes.
-func setIOV(one *[1][]byte, iovs *[][]byte, src [][]byte) [][]byte {
+// setIOV copies the caller's iov headers (or its single buffer buf, when
+// src is nil) into storage the engine owns, so the caller's [][]byte never
+// escapes and the transport may hold the copy until the operation
+// completes.
+func setIOV(one *[1][]byte, iovs *[][]byte, src [][]byte, buf []byte) [][]byte {
+	if src == nil {
+		one[0] = buf
+		return one[:]
+	}
 	if len(src) == 1 {
 		one[0] = src[0]
 		return one[:]
@@ -227,9 +233,13 @@ func (ep *Endpoint) AddrChanged() {
 // ---------------------------------------------------------------------------
 // transmit
 
-// SendArgs describe one transmit.
+// SendArgs describe one transmit. The payload is IOV, or Buf when IOV is
+// nil: a single buffer passed in Buf lets callers avoid building a
+// [][]byte that would escape to the heap (escape analysis does not tell
+// the fields of *SendArgs apart, and Ctx always escapes).
 type SendArgs struct {
 	IOV   [][]byte
+	Buf   []byte
 	Dest  uint64 // fi_addr (group bits already split off)
 	Group uint32
 	Kind  transport.Kind
@@ -252,7 +262,7 @@ func (ep *Endpoint) Send(a *SendArgs) Code {
 	if c != 0 {
 		return c
 	}
-	n := 0
+	n := len(a.Buf)
 	for _, b := range a.IOV {
 		n += len(b)
 	}
@@ -263,7 +273,10 @@ func (ep *Endpoint) Send(a *SendArgs) Code {
 	if ep.ntx >= ep.cfg.TxSize {
 		return CodeAgain
 	}
-	hdr := transport.Header{Kind: a.Kind, Group: a.Group, Tag: a.Tag, Len: uint64(n)}
+	// The header goes to the transport (an interface) by pointer: a local
+	// would escape, so the endpoint keeps one (the Serial is held).
+	hdr := &ep.hdr
+	*hdr = transport.Header{Kind: a.Kind, Group: a.Group, Tag: a.Tag, Len: uint64(n)}
 	if a.Flags&FlagRemoteCQData != 0 {
 		hdr.Flags |= transport.FlagRemoteData
 		hdr.Data = a.Data
@@ -271,8 +284,8 @@ func (ep *Endpoint) Send(a *SendArgs) Code {
 	idx := ep.txAlloc()
 	op := ep.tx[idx]
 	op.ctx, op.kind, op.flags, op.n, op.live = a.Ctx, a.Kind, a.Flags, n, true
-	op.iov = setIOV(&op.one, &op.iovs, a.IOV)
-	done, tc := ep.tr.Send(peer, &hdr, op.iov, transport.Op(tokTx|uint64(idx)))
+	op.iov = setIOV(&op.one, &op.iovs, a.IOV, a.Buf)
+	done, tc := ep.tr.Send(peer, hdr, op.iov, transport.Op(tokTx|uint64(idx)))
 	if tc != 0 {
 		ep.txPut(idx)
 		if tc == transport.EAgain {
@@ -372,9 +385,11 @@ func (ep *Endpoint) source(p transport.Peer) uint64 {
 // ---------------------------------------------------------------------------
 // receive
 
-// RecvArgs describe one receive (or a peek / claim search).
+// RecvArgs describe one receive (or a peek / claim search). The buffer is
+// IOV, or Buf when IOV is nil (see SendArgs).
 type RecvArgs struct {
 	IOV    [][]byte
+	Buf    []byte
 	Src    uint64 // fi_addr or AddrUnspec (^0); ignored without DirectedRecv
 	Group  uint32
 	Kind   transport.Kind
@@ -422,11 +437,11 @@ func (ep *Endpoint) Recv(a *RecvArgs) Code {
 		return CodeAgain
 	}
 	if a.Flags&FlagMultiRecv != 0 {
-		size := 0
+		size := len(a.Buf)
 		for _, b := range a.IOV {
 			size += len(b)
 		}
-		if len(a.IOV) != 1 {
+		if a.IOV != nil && len(a.IOV) != 1 {
 			return CodeInval // a multi-receive buffer is one contiguous region
 		}
 		ri := ep.newRx(a)
@@ -474,8 +489,8 @@ func (ep *Endpoint) newRx(a *RecvArgs) uint32 {
 	}
 	op := ep.rx[i]
 	op.ctx, op.kind, op.flags, op.live = a.Ctx, a.Kind, a.Flags, true
-	op.iov = setIOV(&op.one, &op.iovs, a.IOV)
-	for _, b := range a.IOV {
+	op.iov = setIOV(&op.one, &op.iovs, a.IOV, a.Buf)
+	for _, b := range op.iov {
 		op.size += len(b)
 	}
 	return i
