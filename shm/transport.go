@@ -104,6 +104,7 @@ type Transport struct {
 
 	nextCookie uint64
 	sink       transport.Sink
+	hdr        transport.Header // inbound header handed to Sink.Arrive by pointer
 	woken      atomic.Bool
 	closed     bool
 	lastCheck  time.Time
@@ -779,7 +780,10 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			if !ok || h.Len != uint64(len(b)-msgHdrLen) {
 				return did, ErrCorrupt
 			}
-			if !s.Arrive(p.idx, &h, b[msgHdrLen:], 0) {
+			// Arrive is an interface call: a local header would escape to
+			// the heap on every message.
+			t.hdr = h
+			if !s.Arrive(p.idx, &t.hdr, b[msgHdrLen:], 0) {
 				in.Release()
 				_ = t.bits.Set(p.inIdx) // come back: the engine is full
 				return did, nil
@@ -804,7 +808,8 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 				return did, ErrCorrupt
 			}
 			p.rtsMap()[r.cookie] = r
-			if !s.Arrive(p.idx, &h, nil, r.cookie) {
+			t.hdr = h
+			if !s.Arrive(p.idx, &t.hdr, nil, r.cookie) {
 				delete(p.rts, r.cookie)
 				in.Release()
 				_ = t.bits.Set(p.inIdx)
