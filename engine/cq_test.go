@@ -203,7 +203,13 @@ func TestCQ_SreadSleepsOnTransportWaiter(t *testing.T) {
 	w.s.init()
 	cq.Bind(p, w)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		// Complete only once Sread sleeps: on a loaded machine its spin
+		// phase alone can outlast any fixed delay. If it never sleeps,
+		// nothing completes and Sread fails below.
+		deadline := time.Now().Add(5 * time.Second)
+		for w.waits.Load() == 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
 		p.add(7)
 	}()
 	var buf [1]Entry
