@@ -56,8 +56,7 @@ func TestPeerChild(t *testing.T) {
 		fmt.Fprintf(os.Stderr, "peer %s: deadline passed, exiting\n", role)
 		os.Exit(4)
 	}()
-	l := newLink(t, os.Stdin, os.Stdout, deadline, nil)
-	l.orphanExit = true
+	l := newLink(t, os.Stdin, os.Stdout, deadline, nil, true)
 	body(t, l, os.Getenv(peerArgEnv))
 	l.send("done")
 }
@@ -90,8 +89,8 @@ func (s *syncBuf) String() string {
 	return s.b.String()
 }
 
-func newLink(t *testing.T, r io.Reader, w io.Writer, deadline time.Time, log *syncBuf) *link {
-	l := &link{t: t, w: w, lines: make(chan []string, 64), deadline: deadline, log: log}
+func newLink(t *testing.T, r io.Reader, w io.Writer, deadline time.Time, log *syncBuf, orphanExit bool) *link {
+	l := &link{t: t, w: w, lines: make(chan []string, 64), deadline: deadline, log: log, orphanExit: orphanExit}
 	go func() {
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -211,7 +210,7 @@ func startPeer(t *testing.T, role, arg string, timeout time.Duration, extra ...s
 		t.Fatalf("start peer: %v", err)
 	}
 	p := &peerProc{cmd: cmd, done: make(chan struct{})}
-	p.link = newLink(t, out, in, deadline, log)
+	p.link = newLink(t, out, in, deadline, log, false)
 	go func() {
 		p.err = cmd.Wait()
 		close(p.done)
