@@ -138,6 +138,9 @@ func runStress(t *testing.T, prov string) {
 			seen[id] = append(seen[id], rec{serial[slot], seq})
 			bytesMoved += int64(e.Len)
 			done++
+			if total >= 100000 && done%(total/20) == 0 {
+				t.Logf("%d%%: %d messages, %.1f GB, %v", 100*done/total, done, float64(bytesMoved)/1e9, time.Since(start).Round(time.Second))
+			}
 			post(slot)
 		}
 	}
