@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -202,9 +203,23 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	t := &Transport{cfg: cfg, region: r, name: r.Name(), addr: []byte(r.Addr()), bits: bm,
 		bell: r.Doorbell(), byName: map[string]transport.Peer{},
-		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && ProbeCMA().Available}
+		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && !cmaDisabledByEnv() && ProbeCMA().Available}
 	t.seen = r.ConnQueue().Seq()
 	return t, nil
+}
+
+// DisableCMAEnv names the environment variable that turns single copy off
+// for every transport of the process when set to 1, true or yes (the name
+// libfabric's shm provider uses): rendezvous payloads then stream through
+// the rings in segments.
+const DisableCMAEnv = "FI_SHM_DISABLE_CMA"
+
+func cmaDisabledByEnv() bool {
+	switch strings.ToLower(os.Getenv(DisableCMAEnv)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
 }
 
 // Name returns "fi_shm://<region name>".
