@@ -508,11 +508,18 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		total += int(r.size[i])
 	}
 	t.dropRTS(p, cookie)
+	if c := t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie}); c != 0 {
+		// The sender cannot be reached (it died after announcing): nobody
+		// will stream the payload, so the receive fails now rather than
+		// wait forever.
+		t.fail(p, c)
+		return true, 0, c
+	}
 	p.fetch[cookie] = &fetchSeg{op: op, dst: append([][]byte(nil), dst...), total: total}
 	if p.since.IsZero() {
 		p.since = time.Now()
 	}
-	t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie})
+	t.markBusy(p) // so progressBusy checks the sender's liveness while we wait
 	return false, 0, 0
 }
 
@@ -567,14 +574,16 @@ func (p *peer) rtsMap() map[uint64]*rts {
 	return p.rts
 }
 
-// sendCtrl queues a control record to p and tries to write it now.
-func (t *Transport) sendCtrl(p *peer, c ctrl) {
+// sendCtrl queues a control record to p and tries to write it now. It
+// returns the error when p cannot be reached (the record is dropped).
+func (t *Transport) sendCtrl(p *peer, c ctrl) transport.Code {
 	p.ctrl = append(p.ctrl, c)
-	if t.ready(p) != 0 {
+	if code := t.ready(p); code != 0 {
 		p.ctrl = p.ctrl[:0] // the peer is gone: nobody to tell
-		return
+		return code
 	}
 	t.flush(p)
+	return 0
 }
 
 // flush writes queued control records and streams segments while the ring
