@@ -29,8 +29,16 @@ type provCase struct {
 	setup func(t *testing.T)
 }
 
+// provCases are the configurations the table runs in, by name; the
+// peer process finds its configuration by the same name.
 var provCases = map[string]provCase{
 	"shm": {prov: "shm", eager: shm.DefaultMaxEager, setup: shmTestDir},
+	// shm with single copy (process_vm_readv) off: rendezvous payloads
+	// stream through the rings in segments, as on kernels that refuse it.
+	"shm_segments": {prov: "shm", eager: shm.DefaultMaxEager, setup: func(t *testing.T) {
+		shmTestDir(t)
+		t.Setenv(shm.DisableCMAEnv, "1")
+	}},
 }
 
 // shmTestDir points the shm provider at a private directory under /dev/shm
@@ -49,6 +57,8 @@ func shmTestDir(t *testing.T) {
 }
 
 func TestConformance_shm(t *testing.T) { runConformance(t, "shm") }
+
+func TestConformance_shm_segments(t *testing.T) { runConformance(t, "shm_segments") }
 
 // confCase is one row: cfg configures both nodes (peerCfg the peer's when
 // set); run is this process's side, peer the peer process's (nil: the row
@@ -100,10 +110,11 @@ func (c *conf) send(op func() error, what string) {
 	c.ok(c.n.retry(op), "%s", what)
 }
 
-func runConformance(t *testing.T, prov string) {
-	pc, ok := provCases[prov]
+// runConformance runs the table in the configuration provCases[name].
+func runConformance(t *testing.T, name string) {
+	pc, ok := provCases[name]
 	if !ok {
-		t.Fatalf("no provCase for %q", prov)
+		t.Fatalf("no provCase %q", name)
 	}
 	if pc.setup != nil {
 		pc.setup(t)
@@ -112,15 +123,15 @@ func runConformance(t *testing.T, prov string) {
 		t.Run(cc.name, func(t *testing.T) {
 			c := &conf{t: t, p: pc}
 			if cc.peer != nil {
-				pp := startPeer(t, "conf", prov+"/"+cc.name, time.Minute)
+				pp := startPeer(t, "conf", name+"/"+cc.name, time.Minute)
 				c.l = pp.link
-				c.n = openNode(t, prov, cc.cfg)
+				c.n = openNode(t, pc.prov, cc.cfg)
 				c.n.exchange(c.l, cc.cfg.userIDs)
 				cc.run(c)
 				pp.wait(t)
 				return
 			}
-			c.n = openNode(t, prov, cc.cfg)
+			c.n = openNode(t, pc.prov, cc.cfg)
 			cc.run(c)
 		})
 	}
@@ -128,8 +139,9 @@ func runConformance(t *testing.T, prov string) {
 
 func init() {
 	peerRoles["conf"] = func(t *testing.T, l *link, arg string) {
-		prov, name, _ := cut(arg, "/")
-		pc := provCases[prov]
+		key, name, _ := cut(arg, "/")
+		pc := provCases[key]
+		prov := pc.prov
 		for _, cc := range conformanceCases {
 			if cc.name != name {
 				continue

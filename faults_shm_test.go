@@ -177,6 +177,19 @@ func init() {
 // hangs (issue 6, faults).
 func TestShmPeerKilled(t *testing.T) {
 	shmTestDir(t)
+	runKillRows(t)
+}
+
+// TestShmPeerKilled_segments: the same with single copy off, so the
+// survivor's receives are being streamed (CTS sent, segments arriving)
+// when the sender dies.
+func TestShmPeerKilled_segments(t *testing.T) {
+	shmTestDir(t)
+	t.Setenv(shm.DisableCMAEnv, "1")
+	runKillRows(t)
+}
+
+func runKillRows(t *testing.T) {
 	for _, r := range killRows {
 		t.Run(r.name, func(t *testing.T) {
 			p := startPeer(t, "victim", r.name, time.Minute)
