@@ -942,6 +942,13 @@ func (t *Transport) checkAlive(p *peer) {
 		return
 	}
 	if alive, err := seg.Alive(); err == nil && !alive {
+		// What the peer wrote before it went away is still in its ring
+		// (we keep the mapping): deliver it first, so a sender that
+		// finished streaming and exited does not lose its last messages.
+		if p.in != nil && t.sink != nil {
+			for t.drain(p, t.sink) && p.in != nil {
+			}
+		}
 		t.fail(p, transport.EConnReset)
 	}
 }
