@@ -55,14 +55,24 @@ func stressConfig(t *testing.T) stressParams {
 	return p
 }
 
-func TestStress_shm(t *testing.T) { runStress(t, "shm") }
+func TestStress_shm(t *testing.T) { runStress(t, "shm", 1) }
 
-func runStress(t *testing.T, prov string) {
-	pc := provCases[prov]
+// TestStress_shm_segments: the same with single copy off (an eighth of
+// the messages in the normal run: segments cost more CPU).
+func TestStress_shm_segments(t *testing.T) { runStress(t, "shm_segments", 8) }
+
+// runStress runs the stress in the configuration provCases[name], with
+// the normal-run message count divided by div.
+func runStress(t *testing.T, name string, div int) {
+	pc := provCases[name]
+	prov := pc.prov
 	if pc.setup != nil {
 		pc.setup(t)
 	}
 	sp := stressConfig(t)
+	if os.Getenv("GOFI_STRESS") != "1" && os.Getenv("GOFI_STRESS_COUNT") == "" {
+		sp.count /= div
+	}
 	timeout := 10 * time.Minute
 	if os.Getenv("GOFI_STRESS") == "1" {
 		timeout = 3 * time.Hour
@@ -70,7 +80,7 @@ func runStress(t *testing.T, prov string) {
 	n := openNode(t, prov, nodeCfg{caps: Tagged | RemoteCQData | Source})
 	peers := make([]*peerProc, sp.senders)
 	for i := range peers {
-		arg := strings.Join([]string{prov, strconv.Itoa(i), strconv.Itoa(sp.count), strconv.Itoa(sp.max)}, "/")
+		arg := strings.Join([]string{name, strconv.Itoa(i), strconv.Itoa(sp.count), strconv.Itoa(sp.max)}, "/")
 		peers[i] = startPeer(t, "stress", arg, timeout)
 		peers[i].send("addr", n.names())
 		a := peers[i].expect("addr")
@@ -159,7 +169,7 @@ func runStress(t *testing.T, prov string) {
 		}
 	}
 	t.Logf("stress %s: %d senders x %d messages (0..%d B, log-uniform): %.2f GB in %v (%.2f GB/s, %.0f msg/s)",
-		prov, sp.senders, sp.count, sp.max, float64(bytesMoved)/1e9, elapsed.Round(time.Millisecond),
+		name, sp.senders, sp.count, sp.max, float64(bytesMoved)/1e9, elapsed.Round(time.Millisecond),
 		float64(bytesMoved)/1e9/elapsed.Seconds(), float64(total)/elapsed.Seconds())
 }
 
@@ -174,7 +184,7 @@ func stressSize(r *rand.Rand, max int) int {
 func init() {
 	peerRoles["stress"] = func(t *testing.T, l *link, arg string) {
 		f := strings.Split(arg, "/")
-		prov := f[0]
+		prov := provCases[f[0]].prov
 		id, _ := strconv.Atoi(f[1])
 		count, _ := strconv.Atoi(f[2])
 		maxSize, _ := strconv.Atoi(f[3])
