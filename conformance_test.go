@@ -33,6 +33,7 @@ type provCase struct {
 // peer process finds its configuration by the same name.
 var provCases = map[string]provCase{
 	"shm": {prov: "shm", eager: shm.DefaultMaxEager, setup: shmTestDir},
+	"tcp": {prov: "tcp", eager: 16 << 10},
 	// shm with single copy (process_vm_readv) off: rendezvous payloads
 	// stream through the rings in segments, as on kernels that refuse it.
 	"shm_segments": {prov: "shm", eager: shm.DefaultMaxEager, setup: func(t *testing.T) {
@@ -57,6 +58,8 @@ func shmTestDir(t *testing.T) {
 }
 
 func TestConformance_shm(t *testing.T) { runConformance(t, "shm") }
+
+func TestConformance_tcp(t *testing.T) { runConformance(t, "tcp") }
 
 func TestConformance_shm_segments(t *testing.T) { runConformance(t, "shm_segments") }
 

@@ -160,9 +160,10 @@ var killRows = []struct {
 
 func init() {
 	peerRoles["victim"] = func(t *testing.T, l *link, arg string) {
+		name, prov, _ := strings.Cut(arg, "@")
 		for _, r := range killRows {
-			if r.name == arg {
-				n := openNode(t, "shm", nodeCfg{})
+			if r.name == name {
+				n := openNode(t, prov, nodeCfg{})
 				n.exchange(l, false)
 				r.victim(t, n, l)
 				return
@@ -177,8 +178,12 @@ func init() {
 // hangs (issue 6, faults).
 func TestShmPeerKilled(t *testing.T) {
 	shmTestDir(t)
-	runKillRows(t)
+	runKillRows(t, "shm")
 }
+
+// TestTCPPeerKilled: the same scenarios over tcp (issue 7, faults): the
+// survivor sees the connection reset and fails what the dead peer owed.
+func TestTCPPeerKilled(t *testing.T) { runKillRows(t, "tcp") }
 
 // TestShmPeerKilled_segments: the same with single copy off, so the
 // survivor's receives are being streamed (CTS sent, segments arriving)
@@ -186,14 +191,14 @@ func TestShmPeerKilled(t *testing.T) {
 func TestShmPeerKilled_segments(t *testing.T) {
 	shmTestDir(t)
 	t.Setenv(shm.DisableCMAEnv, "1")
-	runKillRows(t)
+	runKillRows(t, "shm")
 }
 
-func runKillRows(t *testing.T) {
+func runKillRows(t *testing.T, prov string) {
 	for _, r := range killRows {
 		t.Run(r.name, func(t *testing.T) {
-			p := startPeer(t, "victim", r.name, time.Minute)
-			n := openNode(t, "shm", nodeCfg{})
+			p := startPeer(t, "victim", r.name+"@"+prov, time.Minute)
+			n := openNode(t, prov, nodeCfg{})
 			n.exchange(p.link, false)
 			r.run(t, n, p)
 		})

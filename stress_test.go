@@ -57,6 +57,10 @@ func stressConfig(t *testing.T) stressParams {
 
 func TestStress_shm(t *testing.T) { runStress(t, "shm", 1) }
 
+// TestStress_tcp: the same over tcp, loopback sockets between processes
+// (a quarter of the messages in the normal run).
+func TestStress_tcp(t *testing.T) { runStress(t, "tcp", 4) }
+
 // TestStress_shm_segments: the same with single copy off (an eighth of
 // the messages in the normal run: segments cost more CPU).
 func TestStress_shm_segments(t *testing.T) { runStress(t, "shm_segments", 8) }
