@@ -177,7 +177,8 @@ func netnsPeer(host string) error {
 		return err
 	}
 	defer av.Close()
-	cq, err := dom.OpenCQ(&CQAttr{Format: CQFormatTagged})
+	// WaitUnspec: the zero WaitObj is WaitNone, a CQ Sread refuses.
+	cq, err := dom.OpenCQ(&CQAttr{Format: CQFormatTagged, WaitObj: WaitUnspec})
 	if err != nil {
 		return err
 	}
@@ -236,6 +237,9 @@ func netnsPeer(host string) error {
 		if errors.Is(err, ErrAvail) {
 			ee, _ := cq.ReadErr()
 			return fmt.Errorf("error completion %v", ee.Err)
+		}
+		if err != nil && !errors.Is(err, ErrAgain) {
+			return fmt.Errorf("Sread: %w", err)
 		}
 		if n == 1 {
 			switch e[0].Context {
