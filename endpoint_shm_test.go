@@ -18,8 +18,15 @@ type shmNode struct {
 
 func openShmNode(t *testing.T, caps Flags) *shmNode { return openE2E(t, "shm", caps) }
 
-// openE2E opens a node of provider prov ("shm", or "tcp" on loopback).
+// openE2E opens a node of provider prov ("shm", or "tcp" on loopback)
+// whose CQ is busy-polled (WaitNone: Sread on it fails with ErrNoSys).
 func openE2E(t *testing.T, prov string, caps Flags) *shmNode {
+	t.Helper()
+	return openE2EWait(t, prov, caps, WaitNone)
+}
+
+// openE2EWait is openE2E with the CQ's wait object chosen.
+func openE2EWait(t *testing.T, prov string, caps Flags, wait WaitObj) *shmNode {
 	t.Helper()
 	hints := AllocInfo()
 	hints.Caps = caps
@@ -43,7 +50,7 @@ func openE2E(t *testing.T, prov string, caps Flags) *shmNode {
 	if n.av, err = n.dom.OpenAV(&AVAttr{Type: AVTable}); err != nil {
 		t.Fatal(err)
 	}
-	if n.cq, err = n.dom.OpenCQ(&CQAttr{Format: CQFormatTagged}); err != nil {
+	if n.cq, err = n.dom.OpenCQ(&CQAttr{Format: CQFormatTagged, WaitObj: wait}); err != nil {
 		t.Fatal(err)
 	}
 	if n.ep, err = n.dom.OpenEndpoint(infos[0]); err != nil {
