@@ -154,8 +154,10 @@ func iovLen(iov [][]byte) uint64 {
 // Send starts a message to peer pi. Results:
 //
 //	(true, OK)       written to the socket; the buffers are free again
-//	(false, OK)      pending; SendDone(op, code) follows (rendezvous, or
-//	                 the bytes were copied into the send queue)
+//	(false, OK)      pending; SendDone(op, code) follows (rendezvous, the
+//	                 bytes were copied into the send queue, or earlier
+//	                 completions are still waiting for Poll: completions
+//	                 come in send order)
 //	(false, EAgain)  no credit or queue space now; nothing was sent
 //	(true, code)     failed at once (EInval, ECanceled, a socket error)
 func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
@@ -207,10 +209,19 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	n, err := tc.writeDirect(tc.hbuf[:], iov)
 	switch {
 	case err == nil && n == int(cost):
-		if eager {
-			return true, transport.OK
+		if !eager {
+			return false, transport.OK
 		}
-		return false, transport.OK
+		// Earlier sends that went through the queue may have been written
+		// with their SendDone still in t.done, waiting for Poll (pop pushes
+		// it under p.mu before the queue looks empty, and Poll runs on
+		// this goroutine, so t.done holds every undelivered one).
+		// Completing this one now would overtake them; queue it behind.
+		if t.nDone.Load() != 0 {
+			t.push(event{kind: evSendDone, op: op})
+			return false, transport.OK
+		}
+		return true, transport.OK
 	case err == nil || err == unix.EAGAIN:
 		tc.enqueueCopy(tc.hbuf[:], iov, n, op, eager)
 		if err := t.fl.arm(tc); err != nil {
