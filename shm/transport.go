@@ -893,11 +893,18 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 	in := p.in
 	did := false
 	for k := 0; k < pollBudget; k++ {
-		typ, b, err := in.Peek()
-		if err == ring.ErrEmpty {
+		// The common end of a drain: everything published was consumed.
+		// Empty is one load of the tail and the release; Peek would reach
+		// the same answer through its checked slow path. (The first Peek
+		// goes there anyway, to learn the new tail.)
+		if k > 0 && in.Empty() {
 			return did, nil
 		}
+		typ, b, err := in.Peek()
 		if err != nil {
+			if err == ring.ErrEmpty { // a padding record, then nothing
+				return did, nil
+			}
 			return did, err
 		}
 		switch typ {
