@@ -997,8 +997,14 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 				t.putFetch(f)
 			}
 			// Hand the segment's space back now: the sender is streaming.
+			// Kick it too (our bit in its bitmap, its doorbell only if it
+			// sleeps): a sender asleep in Sread with a full ring would
+			// otherwise resume only at its next timeout.
 			_ = in.Consume()
 			in.Release()
+			if p.out != nil && !p.dead {
+				t.kick(p)
+			}
 			did = true
 			continue
 		default:
