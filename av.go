@@ -1,9 +1,13 @@
 package fi
 
 import (
+	"encoding/binary"
 	"fmt"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Addr is a fabric address (fi_addr_t): an index into an address vector,
@@ -82,7 +86,7 @@ type AVAttr struct {
 	// (a named AV's capacity, see OpenAV).
 	Count int
 	// EpPerNode is the expected number of endpoints per node address; it
-	// sizes the reverse index with Count.
+	// sizes the AV when Count is 0.
 	EpPerNode int
 	// Name, when not empty, names an AV shared between processes of the
 	// same user on this host (see OpenAV).
@@ -101,7 +105,9 @@ type AVAttr struct {
 //
 // An AV is safe for concurrent use: insertions and removals are serialised
 // by a lock (and, for a named AV, a file lock shared with other
-// processes); lookups take the read side only.
+// processes). Lookup, LookupTo and the send-path lookup of a private AV
+// take no lock at all (entries are published with atomic stores); a named
+// AV's lookups and reverse lookups take the read lock.
 type AV struct {
 	dom    *Domain
 	attr   AVAttr
@@ -115,7 +121,7 @@ type AV struct {
 	userIDs  []uint64 // per index user id (AVUserID); nil until first used
 	hasUID   []uint64 // bitmap: userIDs[i] is set
 	bound    map[any]int
-	closed   bool
+	closed   atomic.Bool // set under mu; read lock-free by the lookup path
 	onChange []func()
 }
 
@@ -137,8 +143,10 @@ type avNotifier interface {
 // exists, and every process opening the name sees the same entries at the
 // same indices. With fi.Read the AV must exist (ErrNoEnt otherwise) and is
 // read-only (Insert, Remove give ErrAccess). A named AV holds at most
-// max(attr.Count, 1024) entries, fixed when it is created; MapAddr is
-// written back. Read without Name is ErrInval.
+// max(2*attr.Count, 65536) entries (up to 2^24), fixed when it is created
+// (the shared file is sparse: untouched entries cost no memory); more
+// insertions get ErrNoSpc. MapAddr is written back. Read without Name is
+// ErrInval.
 //
 // Errors: ErrInval (bad attributes), ErrBadFlags (flags other than Read and
 // Symmetric), ErrOpBadState (closed domain), ErrNoEnt, ErrAccess.
@@ -184,7 +192,7 @@ func (d *Domain) OpenAV(attr *AVAttr) (*AV, error) {
 		av.named = n
 	} else {
 		hint := a.Count
-		if a.EpPerNode > 0 && hint > 0 && hint < a.EpPerNode {
+		if hint == 0 {
 			hint = a.EpPerNode
 		}
 		av.tab = newAVTable(av.format, hint)
@@ -224,7 +232,7 @@ func (av *AV) AddrFormat() AddrFormat { return av.format }
 func (av *AV) Close() error {
 	const op = "AV.Close"
 	av.mu.Lock()
-	if av.closed {
+	if av.closed.Load() {
 		av.mu.Unlock()
 		return opErr(op, ErrOpBadState, "AV already closed")
 	}
@@ -232,12 +240,11 @@ func (av *AV) Close() error {
 		av.mu.Unlock()
 		return opErr(op, ErrBusy, "%d endpoint(s) still bound", n)
 	}
-	av.closed = true
+	av.closed.Store(true)
 	var err error
 	if av.named != nil {
 		err = av.named.close()
 	}
-	av.tab = nil
 	av.mu.Unlock()
 	av.dom.dropChild(childAV)
 	return err
@@ -249,7 +256,7 @@ func (av *AV) Close() error {
 func (av *AV) bind(ep any) error {
 	av.mu.Lock()
 	defer av.mu.Unlock()
-	if av.closed {
+	if av.closed.Load() {
 		return opErr("AV.bind", ErrOpBadState, "AV is closed")
 	}
 	if av.bound == nil {
@@ -369,7 +376,7 @@ func (av *AV) SetUserID(a Addr, userID Addr, flags Flags) error {
 
 // usable checks the AV is open (and writable when write). Caller holds mu.
 func (av *AV) usable(op string, write bool) error {
-	if av.closed {
+	if av.closed.Load() {
 		return opErr(op, ErrOpBadState, "AV is closed")
 	}
 	if write && av.ro {
@@ -544,12 +551,45 @@ func (av *AV) Lookup(a Addr) ([]byte, error) {
 	return append([]byte(nil), b...), nil
 }
 
+// LookupTo copies the address stored at a into buf, like fi_av_lookup
+// with addrlen: an address longer than buf is truncated, and n is always
+// the full size of the address (so n > len(buf) means truncation). It
+// does not allocate. Errors as Lookup.
+func (av *AV) LookupTo(a Addr, buf []byte) (n int, err error) {
+	idx, _ := splitRxAddr(a, av.attr.RxCtxBits)
+	var scratch [maxSockaddrLen]byte
+	var b []byte
+	var ok bool
+	if av.tab != nil {
+		b, ok = av.lookupBytes(idx, scratch[:])
+		n = copy(buf, b)
+	} else { // copy out of the shared mapping before Close can unmap it
+		av.mu.RLock()
+		b, ok = av.getLocked(uint64(idx), scratch[:])
+		n = copy(buf, b)
+		av.mu.RUnlock()
+	}
+	if !ok {
+		if av.closed.Load() {
+			return 0, errAVClosed
+		}
+		return 0, errNotInAV
+	}
+	return len(b), nil
+}
+
+// Preallocated errors of the lookup path (no allocation per call).
+var (
+	errNotInAV  = opErr("AV.Lookup", ErrNoEnt, "fi_addr is not in the AV")
+	errAVClosed = opErr("AV.Lookup", ErrOpBadState, "AV is closed")
+)
+
 func (av *AV) getLocked(i uint64, scratch []byte) ([]byte, bool) {
-	if av.closed {
+	if av.closed.Load() {
 		return nil, false
 	}
 	if av.named != nil {
-		return av.named.get(i)
+		return av.named.get(i, scratch)
 	}
 	return av.tab.get(i, scratch)
 }
@@ -558,9 +598,18 @@ func (av *AV) getLocked(i uint64, scratch []byte) ([]byte, bool) {
 // O(1), allocation-free. scratch (at least maxSockaddrLen bytes) receives
 // the address of an entry stored as part of a compact symmetric range;
 // other entries are returned as a read-only slice of AV storage, valid
-// until the entry is removed. a must be a plain index (strip RxAddr or
+// until the entry is removed (for a named AV, the slice is of the shared
+// mapping and valid until Close). Private AVs answer without any lock;
+// named AVs take the read lock. a must be a plain index (strip RxAddr or
 // GroupAddr bits with splitRxAddr / splitGroupAddr first).
 func (av *AV) lookupBytes(a Addr, scratch []byte) ([]byte, bool) {
+	if av.tab != nil { // private AV: lock-free (see avTable)
+		if av.closed.Load() {
+			return nil, false
+		}
+		return av.tab.get(uint64(a), scratch)
+	}
+	// a named AV's mapping goes away at Close: hold the read lock
 	av.mu.RLock()
 	b, ok := av.getLocked(uint64(a), scratch)
 	av.mu.RUnlock()
@@ -585,7 +634,7 @@ func (av *AV) reverse(addr []byte) (uint64, bool) {
 	}
 	av.mu.RLock()
 	defer av.mu.RUnlock()
-	if av.closed {
+	if av.closed.Load() {
 		return 0, false
 	}
 	var i uint64
@@ -604,6 +653,40 @@ func (av *AV) reverse(addr []byte) (uint64, bool) {
 	return i, true
 }
 
+// reverseAddrPort is reverse for a peer known by its IP address and port
+// (the tcp transport's view): allocation-free for sockaddr formats.
+func (av *AV) reverseAddrPort(ap netip.AddrPort) (uint64, bool) {
+	ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	if av.format == AddrStr {
+		return av.reverse([]byte(SockaddrStr(ap)))
+	}
+	var b [maxSockaddrLen]byte
+	ip := ap.Addr()
+	if ip.Is4() {
+		binary.LittleEndian.PutUint16(b[0:], afInet)
+		binary.BigEndian.PutUint16(b[2:], ap.Port())
+		a4 := ip.As4()
+		copy(b[4:8], a4[:])
+		return av.reverse(b[:sizeofSockIn])
+	}
+	binary.LittleEndian.PutUint16(b[0:], afInet6)
+	binary.BigEndian.PutUint16(b[2:], ap.Port())
+	a16 := ip.As16()
+	copy(b[8:24], a16[:])
+	if z := ip.Zone(); z != "" {
+		n, err := strconv.ParseUint(z, 10, 32)
+		if err != nil {
+			sa, err := SockaddrFromAddrPort(ap)
+			if err != nil {
+				return 0, false
+			}
+			return av.reverse(sa)
+		}
+		binary.LittleEndian.PutUint32(b[24:], uint32(n))
+	}
+	return av.reverse(b[:sizeofSockI6])
+}
+
 // Straddr formats addr, in the AV's format, for people (fi_av_straddr):
 // sockaddrs as fi_sockaddr_in://a.b.c.d:port or
 // fi_sockaddr_in6://[addr]:port, FI_ADDR_STR addresses as themselves,
@@ -616,7 +699,7 @@ func (av *AV) Straddr(addr []byte) string {
 func (av *AV) Count() int {
 	av.mu.RLock()
 	defer av.mu.RUnlock()
-	if av.closed {
+	if av.closed.Load() {
 		return 0
 	}
 	if av.named != nil {

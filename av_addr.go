@@ -105,7 +105,8 @@ func (av *AV) InsertSvc(node, service string, flags Flags) (Addr, error) {
 //
 // On an AV opened with fi.Symmetric whose unused indices all lie past its
 // last entry, sockaddr ranges are stored compactly: a range record instead
-// of per-address storage. Flags as InsertSvc.
+// of per-address storage (a named AV holds up to 16 such records; later
+// ranges are stored per address). Flags as InsertSvc.
 func (av *AV) InsertSym(node string, nodecnt int, service string, svccnt int, flags Flags) ([]Addr, error) {
 	const op = "AV.InsertSym"
 	if flags&AVUserID != 0 {
@@ -124,7 +125,7 @@ func (av *AV) InsertSym(node string, nodecnt int, service string, svccnt int, fl
 	if err != nil {
 		return nil, err
 	}
-	if av.attr.Flags&Symmetric != 0 && sym.ips != nil && sym.names == nil && av.tab != nil && av.tab.stride > 0 {
+	if av.attr.Flags&Symmetric != 0 && sym.ips != nil && sym.names == nil && av.format != AddrStr {
 		if out, ok := av.insertRange(sym); ok {
 			return out, nil
 		}
@@ -137,11 +138,23 @@ func (av *AV) InsertSym(node string, nodecnt int, service string, svccnt int, fl
 // per-address path reports those).
 func (av *AV) insertRange(sym *symAddrs) ([]Addr, bool) {
 	av.mu.Lock()
-	if av.usable("", true) != nil || av.tab == nil {
+	if av.usable("", true) != nil {
 		av.mu.Unlock()
 		return nil, false
 	}
-	start, ok := av.tab.insertRange(netip.AddrPortFrom(sym.ips[0], sym.port), uint64(sym.nodes), uint64(sym.svcs))
+	base := netip.AddrPortFrom(sym.ips[0], sym.port)
+	var start uint64
+	var ok bool
+	if av.named != nil {
+		if av.named.lock() != nil {
+			av.mu.Unlock()
+			return nil, false
+		}
+		start, ok = av.named.insertRange(base, uint64(sym.nodes), uint64(sym.svcs))
+		av.named.unlock()
+	} else {
+		start, ok = av.tab.insertRange(base, uint64(sym.nodes), uint64(sym.svcs))
+	}
 	if ok {
 		n := uint64(sym.nodes * sym.svcs)
 		for i := start; i < start+n && i < uint64(len(av.userIDs)); i++ {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,7 +18,7 @@ import (
 
 // Named AVs shared between processes of one user on one host.
 //
-// A named AV is a file /dev/shm/gofi-<uid>-av-<name> (mode 0600) mapped by
+// A named AV is a file /dev/shm/gofi-av-<uid>-<name> (mode 0600) mapped by
 // every process that opens it. The file is a wire format, read as
 // untrusted input: every field is checked before use, a foreign or corrupt
 // file is refused with ErrInval (ErrPerm when owned by another user or
@@ -38,8 +39,20 @@ import (
 //	56     4     entries in use (atomic)
 //	60     4     reserved
 //	64     256   64 pids of the processes that have it open for writing
-//	320    ...   capacity slots: state u32 (1 = in use; atomic), length
-//	             u16, 2 reserved, then the address bytes
+//	320    4     compact symmetric ranges published (atomic, at most 16)
+//	328    768   16 range records of 48 bytes: first index u32, count u32,
+//	             services per node u32, first port u16, IPv4 u8, 1
+//	             reserved, IPv6 scope u32, 4 reserved, base IP as two
+//	             big-endian-valued u64 (high, low), 8 reserved
+//	1152   ...   capacity slots: state u32 (atomic: 0 unused, 1 in use,
+//	             2 a range entry removed), length u16, 2 reserved, then
+//	             the address bytes
+//
+// An index inside a published range whose slot state is 0 is in use with
+// the address the range computes, so a symmetric range of a million
+// entries costs one record and leaves its slots untouched (the file is
+// sparse). Range records are written before the range count is raised and
+// never change afterwards.
 //
 // Writers (Insert, Remove, open and close) serialise with flock(LOCK_EX)
 // on the file. Readers do not lock: a writer fills a slot before it
@@ -53,9 +66,9 @@ import (
 const (
 	namedMagic    = "gofiAV\x00\x01"
 	namedVersion  = 1
-	namedHdrSize  = 320
+	namedHdrSize  = 1152
 	namedMaxPids  = 64
-	namedMinCap   = 1024
+	namedMinCap   = 1 << 16
 	namedMaxCap   = 1 << 24
 	namedStrSlot  = 256 // slot size for FI_ADDR_STR entries
 	namedSlotHead = 8
@@ -72,6 +85,11 @@ const (
 	hGen      = 48
 	hLive     = 56
 	hPids     = 64
+	hNRanges  = 320
+	hRanges   = 328
+
+	namedMaxRanges = 16
+	namedRangeSize = 48
 )
 
 // namedAVDir is where named AVs live; tests may point it elsewhere.
@@ -88,7 +106,7 @@ func namedAVPath(name string) (string, error) {
 			return "", opErr("Domain.OpenAV", ErrInval, "bad AV name %q (1..200 of [A-Za-z0-9._-], not starting with '.')", name)
 		}
 	}
-	return filepath.Join(namedAVDir, fmt.Sprintf("gofi-%d-av-%s", os.Getuid(), name)), nil
+	return filepath.Join(namedAVDir, fmt.Sprintf("gofi-av-%d-%s", os.Getuid(), name)), nil
 }
 
 // namedSlotSize is the slot size for entries of format f.
@@ -119,6 +137,116 @@ type namedAV struct {
 	rev    map[string]uint64
 	revGen uint64
 	revOK  bool
+
+	rcache atomic.Pointer[[]avRange] // decoded range records
+}
+
+// ranges returns the published, valid range records (decoded once per
+// count). A record that does not fit the AV is ignored.
+func (n *namedAV) ranges() []avRange {
+	if n.slot == namedStrSlot {
+		return nil // FI_ADDR_STR AVs have no ranges
+	}
+	cnt := min(uint64(n.u32(hNRanges).Load()), namedMaxRanges)
+	if c := n.rcache.Load(); c != nil && uint64(cap(*c)) == cnt {
+		return *c
+	}
+	le := binary.LittleEndian
+	out := make([]avRange, 0, cnt)
+	for k := uint64(0); k < cnt; k++ {
+		b := n.m[hRanges+k*namedRangeSize : hRanges+(k+1)*namedRangeSize]
+		r := avRange{
+			start: uint64(le.Uint32(b[0:])), n: uint64(le.Uint32(b[4:])), svcs: uint64(le.Uint32(b[8:])),
+			port: le.Uint16(b[12:]), is4: b[14] == 1, scope: le.Uint32(b[16:]),
+			hi: le.Uint64(b[24:]), lo: le.Uint64(b[32:]),
+		}
+		if r.n == 0 || r.svcs == 0 || r.n%r.svcs != 0 || r.start+r.n > n.cap || r.svcs > 65536 ||
+			uint64(r.port)+r.svcs-1 > 65535 || (r.is4 && (r.hi != 0 || r.lo+r.n/r.svcs-1 > 0xffffffff)) ||
+			(r.is4 && n.format == SockaddrIn6) || (!r.is4 && n.format == SockaddrIn) {
+			continue
+		}
+		out = append(out, r)
+	}
+	out = out[:len(out):cnt] // cap records the count it was decoded for
+	n.rcache.Store(&out)
+	return out
+}
+
+// inRange returns the range holding index i, if any.
+func (n *namedAV) inRange(i uint64) *avRange {
+	rs := n.ranges()
+	for k := range rs {
+		if i >= rs[k].start && i-rs[k].start < rs[k].n {
+			return &rs[k]
+		}
+	}
+	return nil
+}
+
+// used reports whether index i holds an address.
+func (n *namedAV) used(i uint64) bool {
+	switch n.u32(n.slotOff(i)).Load() {
+	case 1:
+		return true
+	case 0:
+		return n.inRange(i) != nil
+	}
+	return false
+}
+
+// insertRange publishes a compact range at the end of the AV when no
+// unused index lies below it (file lock held).
+func (n *namedAV) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bool) {
+	cnt := uint64(n.u32(hNRanges).Load())
+	hw := n.hw()
+	num := nodes * svcs
+	if cnt >= namedMaxRanges || n.slot == namedStrSlot || num == 0 || hw+num > n.cap || n.lowest() != hw {
+		return 0, false
+	}
+	ip := base.Addr()
+	if n.format == SockaddrIn && !ip.Is4() || n.format == SockaddrIn6 && ip.Is4() {
+		return 0, false
+	}
+	var scope uint32
+	if ip.Zone() != "" {
+		b, err := SockaddrFromAddrPort(base)
+		if err != nil {
+			return 0, false
+		}
+		scope = binary.LittleEndian.Uint32(b[24:])
+	}
+	hi, lo := ipWords(ip)
+	le := binary.LittleEndian
+	b := n.m[hRanges+cnt*namedRangeSize : hRanges+(cnt+1)*namedRangeSize]
+	clear(b)
+	le.PutUint32(b[0:], uint32(hw))
+	le.PutUint32(b[4:], uint32(num))
+	le.PutUint32(b[8:], uint32(svcs))
+	le.PutUint16(b[12:], base.Port())
+	if ip.Is4() {
+		b[14] = 1
+	}
+	le.PutUint32(b[16:], scope)
+	le.PutUint64(b[24:], hi)
+	le.PutUint64(b[32:], lo)
+	n.u32(hNRanges).Store(uint32(cnt + 1)) // publish
+	n.u32(hHW).Store(uint32(hw + num))
+	n.u32(hLowFree).Store(uint32(hw + num))
+	n.u32(hLive).Add(uint32(num))
+	n.u64(hGen).Add(1)
+	return hw, true
+}
+
+// lowest returns the lowest unused index, cap when full (lock held).
+func (n *namedAV) lowest() uint64 {
+	i := uint64(n.u32(hLowFree).Load())
+	if i > n.cap { // a corrupt hint: scan from the start
+		i = 0
+	}
+	for i < n.cap && n.used(i) {
+		i++
+	}
+	return i
 }
 
 func (n *namedAV) u32(off uint64) *atomic.Uint32 {
@@ -214,11 +342,13 @@ func createNamed(path string, format AddrFormat, a *AVAttr) (*namedAV, error) {
 		return nil, opErr(op, ErrAccess, "create named AV: %v", err)
 	}
 	defer os.Remove(tmp)
-	capacity := uint64(max(a.Count, namedMinCap))
-	if capacity > namedMaxCap {
+	if a.Count > namedMaxCap {
 		f.Close()
 		return nil, opErr(op, ErrInval, "count %d is more than a named AV holds (%d)", a.Count, namedMaxCap)
 	}
+	// The file is sparse (tmpfs allocates pages when touched), so the
+	// capacity is generous: twice Count, at least namedMinCap.
+	capacity := min(max(2*uint64(a.Count), namedMinCap), namedMaxCap)
 	slot := uint64(namedSlotSize(format))
 	if err := f.Truncate(int64(namedHdrSize + capacity*slot)); err != nil {
 		f.Close()
@@ -394,17 +524,26 @@ func (n *namedAV) slotOff(i uint64) uint64 { return namedHdrSize + i*n.slot }
 func (n *namedAV) hw() uint64 { return min(uint64(n.u32(hHW).Load()), n.cap) }
 
 func (n *namedAV) valid(i uint64) bool {
-	return i < n.hw() && n.u32(n.slotOff(i)).Load() == 1
+	return i < n.hw() && n.used(i)
 }
 
-// get returns the bytes at i: a read-only slice of the shared mapping.
-func (n *namedAV) get(i uint64) ([]byte, bool) {
-	if !n.valid(i) {
+// get returns the bytes at i: a read-only slice of the shared mapping, or
+// for a range entry its encoding in scratch.
+func (n *namedAV) get(i uint64, scratch []byte) ([]byte, bool) {
+	if i >= n.hw() {
 		return nil, false
 	}
 	off := n.slotOff(i)
-	l := min(uint64(binary.LittleEndian.Uint16(n.m[off+4:])), n.slot-namedSlotHead)
-	return n.m[off+namedSlotHead : off+namedSlotHead+l : off+namedSlotHead+l], true
+	switch n.u32(off).Load() {
+	case 1:
+		l := min(uint64(binary.LittleEndian.Uint16(n.m[off+4:])), n.slot-namedSlotHead)
+		return n.m[off+namedSlotHead : off+namedSlotHead+l : off+namedSlotHead+l], true
+	case 0:
+		if r := n.inRange(i); r != nil {
+			return r.encode(i, scratch)
+		}
+	}
+	return nil, false
 }
 
 // insert stores b at the lowest unused index (file lock held).
@@ -412,12 +551,7 @@ func (n *namedAV) insert(b []byte) (uint64, error) {
 	if uint64(len(b)) > n.slot-namedSlotHead {
 		return 0, opErr("AV.Insert", ErrInval, "%d-byte address does not fit a named AV slot (%d)", len(b), n.slot-namedSlotHead)
 	}
-	i := uint64(n.u32(hLowFree).Load())
-	if i > n.cap { // a corrupt hint: scan from the start
-		i = 0
-	}
-	for ; i < n.cap && n.u32(n.slotOff(i)).Load() == 1; i++ {
-	}
+	i := n.lowest()
 	if i >= n.cap {
 		return 0, errAVFull
 	}
@@ -438,7 +572,11 @@ func (n *namedAV) insert(b []byte) (uint64, error) {
 
 // remove frees index i (valid, file lock held).
 func (n *namedAV) remove(i uint64) {
-	n.u32(n.slotOff(i)).Store(0)
+	st := uint32(0)
+	if n.inRange(i) != nil {
+		st = 2 // keep the range from reviving it
+	}
+	n.u32(n.slotOff(i)).Store(st)
 	if lf := uint64(n.u32(hLowFree).Load()); i < lf {
 		n.u32(hLowFree).Store(uint32(i))
 	}
@@ -448,16 +586,20 @@ func (n *namedAV) remove(i uint64) {
 
 func (n *namedAV) count() int { return int(min(uint64(n.u32(hLive).Load()), n.cap)) }
 
-// find looks addr up in a per-process reverse map rebuilt whenever the
-// shared generation changed.
+// find looks addr up: stored entries in a per-process map rebuilt
+// whenever the shared generation changed, range entries by arithmetic.
 func (n *namedAV) find(addr []byte) (uint64, bool) {
 	n.revMu.Lock()
 	defer n.revMu.Unlock()
 	if g := n.u64(hGen).Load(); !n.revOK || g != n.revGen {
-		n.rev = make(map[string]uint64, n.count())
+		n.rev = make(map[string]uint64)
 		hw := n.hw()
 		for i := uint64(0); i < hw; i++ {
-			if b, ok := n.get(i); ok {
+			off := n.slotOff(i)
+			if n.u32(off).Load() != 1 {
+				continue
+			}
+			if b, ok := n.get(i, nil); ok {
 				if _, dup := n.rev[string(b)]; !dup {
 					n.rev[string(b)] = i
 				}
@@ -465,8 +607,15 @@ func (n *namedAV) find(addr []byte) (uint64, bool) {
 		}
 		n.revGen, n.revOK = g, true
 	}
-	i, ok := n.rev[string(addr)]
-	return i, ok
+	if i, ok := n.rev[string(addr)]; ok {
+		return i, true
+	}
+	for _, r := range n.ranges() {
+		if i, ok := r.index(addr); ok && i < n.hw() && n.u32(n.slotOff(i)).Load() == 0 {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // close unregisters this process and removes the file if it was the last.

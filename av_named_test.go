@@ -189,17 +189,23 @@ func TestNamedAV_FileModeAndRemoval(t *testing.T) {
 	}
 }
 
-// A named AV holds max(Count, 1024) entries; more get FI_ENOSPC.
+// A named AV holds max(2*Count, 65536) entries; more get FI_ENOSPC.
 func TestNamedAV_Capacity(t *testing.T) {
-	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap"), Count: 1500})
-	var addrs [][]byte
-	for i := range 1501 {
-		addrs = append(addrs, sa(t, fmt.Sprintf("10.0.%d.%d:1", i/250, i%250)))
+	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap"), Count: 40000, Flags: Symmetric})
+	if av.named.cap != 80000 {
+		t.Fatalf("capacity %d, want 80000", av.named.cap)
 	}
-	got, err := av.Insert(addrs, 0)
+	if _, err := av.InsertSym("10.0.0.0", 79999, "1", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	got, err := av.Insert(sas(t, "10.1.0.1:1", "10.1.0.2:1"), 0)
 	var ie *InsertError
-	if !errors.As(err, &ie) || ie.Inserted != 1500 || !errors.Is(err, ErrNoSpc) || got[1500] != AddrNotAvail {
-		t.Fatalf("over capacity: %v", err)
+	if !errors.As(err, &ie) || ie.Inserted != 1 || !errors.Is(err, ErrNoSpc) || got[1] != AddrNotAvail {
+		t.Fatalf("over capacity: %v %v", got, err)
+	}
+	small := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap2"), Count: 10})
+	if small.named.cap != namedMinCap {
+		t.Fatalf("capacity %d, want %d", small.named.cap, namedMinCap)
 	}
 }
 
@@ -221,14 +227,14 @@ func TestNamedAV_StaleReplaced(t *testing.T) {
 // Foreign or corrupt files are refused with an error, never a panic.
 func TestNamedAV_CorruptFileRefused(t *testing.T) {
 	good := func() []byte {
-		b := make([]byte, namedHdrSize+namedMinCap*24)
+		b := make([]byte, namedHdrSize+1024*24)
 		copy(b, namedMagic)
 		le := binary.LittleEndian
 		le.PutUint32(b[hVersion:], namedVersion)
 		le.PutUint32(b[hHdrSize:], namedHdrSize)
 		le.PutUint32(b[hFormat:], uint32(SockaddrIn))
 		le.PutUint32(b[hSlotSize:], 24)
-		le.PutUint32(b[hCap:], namedMinCap)
+		le.PutUint32(b[hCap:], 1024)
 		le.PutUint32(b[hPids:], uint32(os.Getpid()))
 		return b
 	}
@@ -294,7 +300,95 @@ func TestNamedAV_HostileEntries(t *testing.T) {
 		t.Fatalf("insert after corruption: %v %v", got, err)
 	}
 	av.reverse(sa(t, "10.0.0.2:1"))
+	// range records: a count past the table and records that do not fit
+	le.PutUint32(m[hNRanges:], 1000)
+	r0 := m[hRanges:]
+	le.PutUint32(r0[0:], 0xfffffff0) // start past capacity
+	le.PutUint32(r0[4:], 100)
+	le.PutUint32(r0[8:], 0) // no services
+	r1 := m[hRanges+namedRangeSize:]
+	le.PutUint32(r1[0:], 10)
+	le.PutUint32(r1[4:], 6)
+	le.PutUint32(r1[8:], 4) // 6 is not a multiple of 4
+	for i := range Addr(20) {
+		av.Lookup(i)
+	}
+	av.reverse(sa(t, "10.0.0.9:1"))
+	if _, err := av.Lookup(12); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("a bad range record made index 12 valid: %v", err)
+	}
 	if !bytes.Equal(m[:8], []byte(namedMagic)) {
 		t.Fatal("header changed")
+	}
+}
+
+// User ids work on a named AV too (they are per process).
+func TestNamedAV_UserIDs(t *testing.T) {
+	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "uid")})
+	addrs := sas(t, "10.0.0.1:1", "10.0.0.2:1")
+	got, err := av.InsertUserIDs(addrs, []Addr{11, 22}, SyncErr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantAddrs(t, got, 0, 1)
+	if id, ok := av.reverse(addrs[1]); !ok || id != 22 {
+		t.Fatalf("reverse = %d, %v; want user id 22", id, ok)
+	}
+	buf := make([]byte, 16)
+	if n, err := av.LookupTo(1, buf); err != nil || n != 16 || !bytes.Equal(buf, addrs[1]) {
+		t.Fatalf("LookupTo on a named AV: %d %v", n, err)
+	}
+}
+
+// FI_SYMMETRIC on a named AV: a range is one record, seen by every opener
+// with the same indices; removal and re-insertion inside it work.
+func TestNamedAV_SymmetricCompact(t *testing.T) {
+	name := testAVName(t, "sym")
+	av := openTCPAV(t, &AVAttr{Name: name, Flags: Symmetric, Count: 50000})
+	other := openTCPAV(t, &AVAttr{Name: name})
+	av.Insert(sas(t, "10.0.0.1:1"), 0)
+	got, err := av.InsertSym("10.8.0.0", 20000, "6000", 4, 0)
+	if err != nil || len(got) != 80000 || got[0] != 1 {
+		t.Fatalf("InsertSym: %d, %v", len(got), err)
+	}
+	if n := binary.LittleEndian.Uint32(av.named.m[hNRanges:]); n != 1 {
+		t.Fatalf("%d range records, want 1", n)
+	}
+	// slots of the range were not written
+	off := av.named.slotOff(40000)
+	if !bytes.Equal(av.named.m[off:off+av.named.slot], make([]byte, av.named.slot)) {
+		t.Fatal("range entry has slot storage")
+	}
+	want := "fi_sockaddr_in://10.8.39.16:6003" // index 1 + 4*10000 + 3
+	if s := lookupStr(t, other, 1+4*10000+3); s != want {
+		t.Fatalf("other handle: %s, want %s", s, want)
+	}
+	if i, ok := other.reverse(sa(t, "10.8.39.16:6003")); !ok || i != 1+4*10000+3 {
+		t.Fatalf("reverse = %d, %v", i, ok)
+	}
+	if other.Count() != 80001 {
+		t.Fatalf("Count %d", other.Count())
+	}
+	if err := other.Remove([]Addr{7}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := av.Lookup(7); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("removed range entry: %v", err)
+	}
+	if _, ok := av.reverse(sa(t, "10.8.0.1:6002")); ok {
+		t.Fatal("reverse found the removed range entry")
+	}
+	x, _ := av.Insert(sas(t, "10.9.9.9:9"), 0)
+	wantAddrs(t, x, 7)
+	if s := lookupStr(t, other, 7); s != "fi_sockaddr_in://10.9.9.9:9" {
+		t.Fatal(s)
+	}
+	av.Remove([]Addr{7}, 0)
+	if _, err := other.Lookup(7); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("range entry revived after second removal: %v", err)
+	}
+	// no room for the range: stored per address, up to capacity
+	if _, err := av.InsertSym("10.9.0.0", 30000, "1", 1, 0); !errors.Is(err, ErrNoSpc) {
+		t.Fatalf("range past capacity: %v", err)
 	}
 }

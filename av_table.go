@@ -6,7 +6,7 @@ import (
 	"hash/maphash"
 	"math/bits"
 	"net/netip"
-	"sort"
+	"sync/atomic"
 )
 
 // Storage of a private (unnamed) AV.
@@ -54,17 +54,35 @@ type avRange struct {
 	scope    uint32 // IPv6 scope id
 }
 
+// avPage holds avPageSize consecutive indices.
+type avPage struct {
+	valid  [avPageSize / 64]atomic.Uint64 // index in use
+	ranged [avPageSize / 64]atomic.Uint64 // index belongs to a compact range
+	// data holds fixed-size entries (stride bytes each); allocated before
+	// the first stored entry of the page is published, never replaced.
+	data []byte
+	// vars holds FI_ADDR_STR entries (nil for fixed-size formats).
+	vars []atomic.Pointer[[]byte]
+}
+
+// avTable is the private AV storage. Writers (insert, remove,
+// insertRange, the reverse index) run under the AV's write lock. get is
+// lock-free: the page directory and range list are published by atomic
+// pointer swaps (copy on growth), an entry's bytes are written before its
+// valid bit is set with an atomic OR and read after loading that bit, so
+// concurrent readers see either no entry or a complete one. A slot's bytes
+// are rewritten only when its index is reused after Remove; reading a
+// removed index concurrently is undefined, as fi_av(3) says.
 type avTable struct {
-	format    AddrFormat
-	stride    int      // bytes per slot, 0 for variable-length (AddrStr)
-	pages     [][]byte // fixed-size storage
-	vars      [][]byte // variable-length storage
-	validBits []uint64
-	rangeBits []uint64
-	ranges    []avRange // sorted by start
-	hw        uint64    // one past the highest index ever used
-	lowFree   uint64    // no unused index below this
-	live      int
+	format AddrFormat
+	stride int                       // bytes per slot, 0 for variable-length (AddrStr)
+	dir    atomic.Pointer[[]*avPage] // page directory
+	ranges atomic.Pointer[[]avRange] // sorted by start
+	hw     atomic.Uint64             // one past the highest index ever used
+
+	// writer-only state
+	lowFree uint64 // no unused index below this
+	live    int
 
 	seed  maphash.Seed
 	slots []uint32 // reverse index, power-of-two length
@@ -85,45 +103,70 @@ func newAVTable(format AddrFormat, hint int) *avTable {
 		n *= 2
 	}
 	t.slots = make([]uint32, n)
+	t.dir.Store(new([]*avPage))
+	t.ranges.Store(new([]avRange))
 	return t
 }
 
-func bitGet(b []uint64, i uint64) bool {
-	return i/64 < uint64(len(b)) && b[i/64]&(1<<(i%64)) != 0
-}
-
-func bitSet(b *[]uint64, i uint64) {
-	for i/64 >= uint64(len(*b)) {
-		*b = append(*b, 0)
+// page returns the page of index i, nil when none exists yet.
+func (t *avTable) page(i uint64) *avPage {
+	d := *t.dir.Load()
+	if p := i >> avPageShift; p < uint64(len(d)) {
+		return d[p]
 	}
-	(*b)[i/64] |= 1 << (i % 64)
+	return nil
 }
 
-func bitClear(b []uint64, i uint64) {
-	if i/64 < uint64(len(b)) {
-		b[i/64] &^= 1 << (i % 64)
+// ensurePage returns the page of index i, creating it (writers only).
+func (t *avTable) ensurePage(i uint64) *avPage {
+	d := *t.dir.Load()
+	p := i >> avPageShift
+	if p >= uint64(len(d)) {
+		nd := make([]*avPage, p+1, max(p+1, 2*uint64(len(d))))
+		copy(nd, d)
+		t.dir.Store(&nd)
+		d = nd
 	}
+	if d[p] == nil {
+		pg := &avPage{}
+		if t.stride == 0 {
+			pg.vars = make([]atomic.Pointer[[]byte], avPageSize)
+		}
+		d[p] = pg // published to readers by the valid bits set later
+	}
+	return d[p]
 }
 
-func (t *avTable) valid(i uint64) bool { return i < t.hw && bitGet(t.validBits, i) }
+func (t *avTable) valid(i uint64) bool {
+	pg := t.page(i)
+	return pg != nil && pg.valid[(i&(avPageSize-1))/64].Load()&(1<<(i%64)) != 0
+}
 
-// lowestFree returns the lowest unused index (at most hw).
+func (t *avTable) isRanged(i uint64) bool {
+	pg := t.page(i)
+	return pg != nil && pg.ranged[(i&(avPageSize-1))/64].Load()&(1<<(i%64)) != 0
+}
+
+// lowestFree returns the lowest unused index.
 func (t *avTable) lowestFree() uint64 {
-	w := t.lowFree / 64
-	for ; w < uint64(len(t.validBits)); w++ {
-		x := t.validBits[w]
+	d := *t.dir.Load()
+	for w := t.lowFree / 64; ; w++ {
+		p := w / (avPageSize / 64)
+		if p >= uint64(len(d)) || d[p] == nil {
+			i := max(w*64, t.lowFree)
+			t.lowFree = i
+			return i
+		}
+		x := d[p].valid[w%(avPageSize/64)].Load()
 		if w == t.lowFree/64 {
 			x |= 1<<(t.lowFree%64) - 1 // bits below lowFree are known used
 		}
 		if x != ^uint64(0) {
 			i := w*64 + uint64(bits.TrailingZeros64(^x))
 			t.lowFree = i
-			return min(i, t.hw)
+			return i
 		}
 	}
-	i := max(uint64(len(t.validBits))*64, t.lowFree)
-	t.lowFree = i
-	return min(i, t.hw)
 }
 
 // insert stores the canonical address b at the lowest unused index.
@@ -132,28 +175,24 @@ func (t *avTable) insert(b []byte) (uint64, error) {
 	if i >= avIndexLimit {
 		return 0, errAVFull
 	}
+	pg := t.ensurePage(i)
+	o := i & (avPageSize - 1)
 	if t.stride > 0 {
-		p := i >> avPageShift
-		for p >= uint64(len(t.pages)) {
-			t.pages = append(t.pages, nil)
+		if pg.data == nil {
+			pg.data = make([]byte, avPageSize*t.stride)
 		}
-		if t.pages[p] == nil {
-			t.pages[p] = make([]byte, avPageSize*t.stride)
-		}
-		off := int(i&(avPageSize-1)) * t.stride
-		slot := t.pages[p][off : off+t.stride]
+		off := int(o) * t.stride
+		slot := pg.data[off : off+t.stride]
 		clear(slot)
 		copy(slot, b)
 	} else {
-		for i >= uint64(len(t.vars)) {
-			t.vars = append(t.vars, nil)
-		}
-		t.vars[i] = bytes.Clone(b)
+		c := bytes.Clone(b)
+		pg.vars[o].Store(&c)
 	}
-	bitSet(&t.validBits, i)
-	bitClear(t.rangeBits, i)
-	if i >= t.hw {
-		t.hw = i + 1
+	pg.ranged[o/64].And(^(1 << (o % 64)))
+	pg.valid[o/64].Or(1 << (o % 64)) // publish
+	if i >= t.hw.Load() {
+		t.hw.Store(i + 1)
 	}
 	t.lowFree = i + 1
 	t.live++
@@ -163,33 +202,43 @@ func (t *avTable) insert(b []byte) (uint64, error) {
 
 // remove frees index i (valid(i) holds).
 func (t *avTable) remove(i uint64) {
-	if !bitGet(t.rangeBits, i) {
+	if !t.isRanged(i) {
 		t.revRemove(i)
-		if t.stride == 0 {
-			t.vars[i] = nil
-		}
 	}
-	bitClear(t.validBits, i)
+	pg := t.page(i)
+	o := i & (avPageSize - 1)
+	pg.valid[o/64].And(^(1 << (o % 64)))
 	t.live--
 	t.lowFree = min(t.lowFree, i)
 }
 
 // get returns the address at i: a slice of storage, or for an entry of a
-// compact range its encoding in scratch (len >= maxSockaddrLen).
+// compact range its encoding in scratch (len >= maxSockaddrLen). Safe to
+// call concurrently with writers (see avTable).
 func (t *avTable) get(i uint64, scratch []byte) ([]byte, bool) {
-	if i >= t.hw || i/64 >= uint64(len(t.validBits)) || t.validBits[i/64]&(1<<(i%64)) == 0 {
+	pg := t.page(i)
+	if pg == nil {
 		return nil, false
 	}
-	if bitGet(t.rangeBits, i) {
+	o := i & (avPageSize - 1)
+	bit := uint64(1) << (o % 64)
+	if pg.valid[o/64].Load()&bit == 0 {
+		return nil, false
+	}
+	if pg.ranged[o/64].Load()&bit != 0 {
 		return t.rangeGet(i, scratch)
 	}
 	if t.stride == 0 {
-		return t.vars[i], true
+		p := pg.vars[o].Load()
+		if p == nil {
+			return nil, false
+		}
+		return *p, true
 	}
-	off := int(i&(avPageSize-1)) * t.stride
-	slot := t.pages[i>>avPageShift][off : off+t.stride]
+	off := int(o) * t.stride
+	slot := pg.data[off : off+t.stride : off+t.stride]
 	if t.format == Sockaddr && binary.LittleEndian.Uint16(slot) == afInet {
-		return slot[:sizeofSockIn], true
+		return slot[:sizeofSockIn:sizeofSockIn], true
 	}
 	return slot, true
 }
@@ -267,7 +316,7 @@ func (t *avTable) find(addr []byte) (uint64, bool) {
 			}
 		}
 	}
-	if len(t.ranges) > 0 {
+	if len(*t.ranges.Load()) > 0 {
 		return t.rangeFind(addr)
 	}
 	return 0, false
@@ -287,18 +336,19 @@ func ipWords(ip netip.Addr) (hi, lo uint64) {
 // the unused indices are exactly those from hw on (no holes below); ok is
 // false otherwise and the caller inserts them one by one.
 func (t *avTable) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bool) {
-	if t.stride == 0 || t.lowestFree() != t.hw {
+	hw := t.hw.Load()
+	if t.stride == 0 || t.lowestFree() != hw {
 		return 0, false
 	}
 	n := nodes * svcs
-	if n == 0 || n/svcs != nodes || t.hw+n > avIndexLimit {
+	if n == 0 || n/svcs != nodes || hw+n > avIndexLimit {
 		return 0, false
 	}
 	ip := base.Addr()
 	if t.format == SockaddrIn && !ip.Is4() || t.format == SockaddrIn6 && ip.Is4() {
 		return 0, false
 	}
-	r := avRange{start: t.hw, n: n, svcs: svcs, is4: ip.Is4(), port: base.Port()}
+	r := avRange{start: hw, n: n, svcs: svcs, is4: ip.Is4(), port: base.Port()}
 	r.hi, r.lo = ipWords(ip)
 	if z := ip.Zone(); z != "" {
 		b, err := SockaddrFromAddrPort(base)
@@ -307,36 +357,46 @@ func (t *avTable) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, 
 		}
 		r.scope = binary.LittleEndian.Uint32(b[24:])
 	}
+	old := *t.ranges.Load()
+	nr := append(old[:len(old):len(old)], r)
+	t.ranges.Store(&nr) // the record first, then the bits that point to it
 	for i := r.start; i < r.start+n; {
-		if i%64 == 0 && r.start+n-i >= 64 {
-			for i/64 >= uint64(len(t.validBits)) {
-				t.validBits = append(t.validBits, 0)
-			}
-			for i/64 >= uint64(len(t.rangeBits)) {
-				t.rangeBits = append(t.rangeBits, 0)
-			}
-			t.validBits[i/64] = ^uint64(0)
-			t.rangeBits[i/64] = ^uint64(0)
-			i += 64
-			continue
-		}
-		bitSet(&t.validBits, i)
-		bitSet(&t.rangeBits, i)
-		i++
+		pg := t.ensurePage(i)
+		o := i & (avPageSize - 1)
+		k := min(64-o%64, r.start+n-i) // bits of this word in the range
+		mask := (^uint64(0) >> (64 - k)) << (o % 64)
+		pg.ranged[o/64].Or(mask)
+		pg.valid[o/64].Or(mask)
+		i += k
 	}
-	t.ranges = append(t.ranges, r)
-	t.hw += n
-	t.lowFree = t.hw
+	t.hw.Store(hw + n)
+	t.lowFree = hw + n
 	t.live += int(n)
 	return r.start, true
 }
 
 func (t *avTable) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
-	k := sort.Search(len(t.ranges), func(k int) bool { return t.ranges[k].start+t.ranges[k].n > i })
-	if k == len(t.ranges) || t.ranges[k].start > i || len(scratch) < maxSockaddrLen {
+	rs := *t.ranges.Load()
+	a, z := 0, len(rs) // first range ending past i
+	for a < z {
+		m := int(uint(a+z) >> 1)
+		if rs[m].start+rs[m].n > i {
+			z = m
+		} else {
+			a = m + 1
+		}
+	}
+	if a == len(rs) || rs[a].start > i {
 		return nil, false
 	}
-	r := &t.ranges[k]
+	return rs[a].encode(i, scratch)
+}
+
+// encode writes the sockaddr of index i (within r) into scratch.
+func (r *avRange) encode(i uint64, scratch []byte) ([]byte, bool) {
+	if i < r.start || i-r.start >= r.n || r.svcs == 0 || len(scratch) < maxSockaddrLen {
+		return nil, false
+	}
 	off := i - r.start
 	node, svc := off/r.svcs, off%r.svcs
 	lo, c := bits.Add64(r.lo, node, 0)
@@ -360,35 +420,35 @@ func (t *avTable) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
 	return b, true
 }
 
-func (t *avTable) rangeFind(addr []byte) (uint64, bool) {
+// index returns the index the canonical sockaddr addr has in r, if any.
+func (r *avRange) index(addr []byte) (uint64, bool) {
 	ap, err := AddrPortFromSockaddr(addr)
-	if err != nil {
+	if err != nil || r.svcs == 0 || ap.Addr().Is4() != r.is4 {
 		return 0, false
 	}
 	hi, lo := ipWords(ap.Addr())
-	is4 := ap.Addr().Is4()
-	for k := range t.ranges {
-		r := &t.ranges[k]
-		if r.is4 != is4 {
-			continue
+	dlo, b := bits.Sub64(lo, r.lo, 0)
+	dhi := hi - r.hi - b
+	if dhi != 0 || dlo >= r.n/r.svcs {
+		return 0, false
+	}
+	if ap.Port() < r.port || uint64(ap.Port()-r.port) >= r.svcs {
+		return 0, false
+	}
+	i := r.start + dlo*r.svcs + uint64(ap.Port()-r.port)
+	if !r.is4 { // the scope id must match too
+		var tmp [maxSockaddrLen]byte
+		if e, ok := r.encode(i, tmp[:]); !ok || !bytes.Equal(e, addr) {
+			return 0, false
 		}
-		dlo, b := bits.Sub64(lo, r.lo, 0)
-		dhi := hi - r.hi - b
-		if dhi != 0 || dlo >= r.n/r.svcs {
-			continue
-		}
-		ds := uint64(ap.Port() - r.port)
-		if ap.Port() < r.port || ds >= r.svcs {
-			continue
-		}
-		i := r.start + dlo*r.svcs + ds
-		if t.valid(i) && bitGet(t.rangeBits, i) {
-			if !is4 {
-				var tmp [maxSockaddrLen]byte
-				if b, ok := t.rangeGet(i, tmp[:]); !ok || !bytes.Equal(b, addr) {
-					continue
-				}
-			}
+	}
+	return i, true
+}
+
+func (t *avTable) rangeFind(addr []byte) (uint64, bool) {
+	rs := *t.ranges.Load()
+	for k := range rs {
+		if i, ok := rs[k].index(addr); ok && t.valid(i) && t.isRanged(i) {
 			return i, true
 		}
 	}

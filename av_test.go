@@ -518,8 +518,14 @@ func TestInsertSym_SymmetricCompact(t *testing.T) {
 	if err != nil || len(got) != 4000 || got[0] != 1 {
 		t.Fatalf("%d addresses from %v, err %v", len(got), got[:1], err)
 	}
-	if len(av.tab.ranges) != 1 || len(av.tab.pages) > 1 {
-		t.Fatalf("not compact: %d ranges, %d pages", len(av.tab.ranges), len(av.tab.pages))
+	dataPages := 0
+	for _, pg := range *av.tab.dir.Load() {
+		if pg != nil && pg.data != nil {
+			dataPages++
+		}
+	}
+	if n := len(*av.tab.ranges.Load()); n != 1 || dataPages > 1 {
+		t.Fatalf("not compact: %d ranges, %d pages with entry storage", n, dataPages)
 	}
 	if s := lookupStr(t, av, 1+4*300+3); s != "fi_sockaddr_in://10.5.1.44:6003" {
 		t.Fatal(s)
@@ -804,6 +810,16 @@ func TestAVClose_BusyWhileEndpointsBound(t *testing.T) {
 	if err := av.bind(ep); !errors.Is(err, ErrOpBadState) {
 		t.Fatalf("bind after Close: %v", err)
 	}
+	if _, err := av.Lookup(0); !errors.Is(err, ErrOpBadState) {
+		t.Fatalf("Lookup after Close: %v", err)
+	}
+	if _, err := av.LookupTo(0, make([]byte, 16)); !errors.Is(err, ErrOpBadState) {
+		t.Fatalf("LookupTo after Close: %v", err)
+	}
+	var scratch [maxSockaddrLen]byte
+	if _, ok := av.lookupBytes(0, scratch[:]); ok {
+		t.Fatal("lookupBytes after Close found an entry")
+	}
 }
 
 // Bound endpoints and callbacks hear about every change.
@@ -890,4 +906,63 @@ func TestAV_ReverseIndexThroughChurn(t *testing.T) {
 		}
 	}
 	_ = os.Getpid
+}
+
+// fi_av_lookup's addrlen: a short buffer truncates, the size needed is
+// returned.
+func TestAVLookupTo_TruncatesAndReportsSize(t *testing.T) {
+	av := openAVFmt(t, "tcp", SockaddrIn6, nil)
+	in := sa(t, "[2001:db8::5]:4242")
+	av.Insert([][]byte{in}, 0)
+	buf := make([]byte, 10)
+	n, err := av.LookupTo(0, buf)
+	if err != nil || n != 28 || !bytes.Equal(buf, in[:10]) {
+		t.Fatalf("LookupTo(short) = %d, %v, %x", n, err, buf)
+	}
+	big := make([]byte, 64)
+	if n, _ := av.LookupTo(0, big); n != 28 || !bytes.Equal(big[:n], in) {
+		t.Fatalf("LookupTo(big) = %d", n)
+	}
+	if _, err := av.LookupTo(3, big); !errors.Is(err, ErrNoEnt) {
+		t.Fatalf("LookupTo(unknown) = %v", err)
+	}
+}
+
+// AV operations are synchronous: an inserted address is usable (looked up,
+// found by source) as soon as the call returns, and a removed one is gone.
+func TestAV_OperationsAreSynchronous(t *testing.T) {
+	av := openTCPAV(t, nil)
+	got, err := av.InsertSvc("10.3.3.3", "33", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var scratch [maxSockaddrLen]byte
+	if b, ok := av.lookupBytes(got, scratch[:]); !ok || av.Straddr(b) != "fi_sockaddr_in://10.3.3.3:33" {
+		t.Fatal("inserted address not usable at return")
+	}
+	if i, ok := av.reverseAddrPort(netip.MustParseAddrPort("10.3.3.3:33")); !ok || i != uint64(got) {
+		t.Fatalf("reverseAddrPort = %d, %v", i, ok)
+	}
+	if i, ok := av.reverseAddrPort(netip.MustParseAddrPort("[::ffff:10.3.3.3]:33")); !ok || i != uint64(got) {
+		t.Fatalf("reverseAddrPort(v4-mapped) = %d, %v", i, ok)
+	}
+	av.Remove([]Addr{got}, 0)
+	if _, ok := av.lookupBytes(got, scratch[:]); ok {
+		t.Fatal("removed address still usable at return")
+	}
+}
+
+// reverseAddrPort for IPv6 and FI_ADDR_STR AVs.
+func TestAV_ReverseAddrPortFormats(t *testing.T) {
+	for _, f := range []AddrFormat{SockaddrIn6, Sockaddr, AddrStr} {
+		av := openAVFmt(t, "tcp", f, nil)
+		ap := netip.MustParseAddrPort("[fe80::9%4]:99")
+		got, err := av.InsertSvc("fe80::9%4", "99", 0)
+		if err != nil {
+			t.Fatalf("%v: %v", f, err)
+		}
+		if i, ok := av.reverseAddrPort(ap); !ok || i != uint64(got) {
+			t.Fatalf("%v: reverseAddrPort = %d, %v", f, i, ok)
+		}
+	}
 }

@@ -290,7 +290,9 @@ func (ep *Endpoint) MinMultiRecv() int {
 
 // Close closes the endpoint: posted receives complete with ErrCanceled on
 // the receive CQ, its address is released and it is unbound from its AV
-// and CQs.
+// and CQs. Sends already reported complete are still delivered: the shm
+// provider waits (at most 2 s, and only for live peers) until every peer
+// it sent to has taken up its ring.
 func (ep *Endpoint) Close() error {
 	if ep.closed {
 		return opErr("Endpoint.Close", ErrOpBadState, "already closed")

@@ -16,13 +16,20 @@ type shmNode struct {
 	ep  *Endpoint
 }
 
-func openShmNode(t *testing.T, caps Flags) *shmNode {
+func openShmNode(t *testing.T, caps Flags) *shmNode { return openE2E(t, "shm", caps) }
+
+// openE2E opens a node of provider prov ("shm", or "tcp" on loopback).
+func openE2E(t *testing.T, prov string, caps Flags) *shmNode {
 	t.Helper()
 	hints := AllocInfo()
 	hints.Caps = caps
 	hints.EpAttr.Type = EpRDM
-	hints.FabricAttr.ProvName = "shm"
-	infos, err := GetInfo(Version(2, 0), "", "", 0, hints)
+	hints.FabricAttr.ProvName = prov
+	node := ""
+	if prov == "tcp" {
+		node = "127.0.0.1"
+	}
+	infos, err := GetInfo(Version(2, 0), node, "", 0, hints)
 	if err != nil {
 		t.Fatalf("GetInfo: %v", err)
 	}
@@ -61,9 +68,13 @@ func openShmNode(t *testing.T, caps Flags) *shmNode {
 	return n
 }
 
-func TestShmEndToEndInProcess(t *testing.T) {
-	a := openShmNode(t, Msg|Tagged|Source)
-	b := openShmNode(t, Msg|Tagged|Source)
+func TestShmEndToEndInProcess(t *testing.T) { endToEnd(t, "shm") }
+
+func TestTCPEndToEndInProcess(t *testing.T) { endToEnd(t, "tcp") }
+
+func endToEnd(t *testing.T, prov string) {
+	a := openE2E(t, prov, Msg|Tagged|Source)
+	b := openE2E(t, prov, Msg|Tagged|Source)
 	nameB, _ := b.ep.Name()
 	nameA, _ := a.ep.Name()
 	toB, err := a.av.Insert([][]byte{nameB}, 0)

@@ -130,9 +130,15 @@ func pingPong(b *testing.B, mode string) {
 }
 
 // spinPause is the idle strategy of both sides of both variants: spin,
-// yielding to the Go scheduler every 256th poll.
+// yielding to the Go scheduler every 256th poll and, after 4096 polls
+// (when other processes load the vCPUs, the peer is then most likely
+// waiting for one), to the OS every 64th poll. On an idle machine a round
+// trip ends long before the OS yields start.
 func spinPause(idle int) {
-	if idle&255 == 0 {
+	switch {
+	case idle >= 4096 && idle&63 == 0:
+		osYield()
+	case idle&255 == 0:
 		yield()
 	}
 }

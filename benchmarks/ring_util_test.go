@@ -4,6 +4,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"syscall"
 	"time"
 	"unsafe"
 )
@@ -30,6 +31,9 @@ func backoff(idle *int) {
 }
 
 func yield() { runtime.Gosched() }
+
+// osYield gives the CPU back to the OS scheduler (sched_yield(2)).
+func osYield() { syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0) }
 
 // rounds is how many times each benchmark alternates its baseline and the
 // gofi variant inside one run (GOFI_BENCH_ROUNDS, default 1). go test's

@@ -203,7 +203,11 @@ func TestCQ_SreadSleepsOnTransportWaiter(t *testing.T) {
 	w.s.init()
 	cq.Bind(p, w)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
+		// Hand over work only once Sread went to sleep on the waiter, so
+		// the test does not depend on how long spinning takes.
+		for deadline := time.Now().Add(10 * time.Second); w.waits.Load() == 0 && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		p.add(7)
 	}()
 	var buf [1]Entry

@@ -84,6 +84,10 @@ type Endpoint struct {
 	uxUsed int // bytes buffered for unexpected eager messages
 	fx     []fetchOp
 	fxFree []uint32
+	// fetching counts rendezvous fetches in flight per transport peer:
+	// while a peer owes us payload, its inbound stream must keep moving
+	// (see Arrive).
+	fetching []int32
 
 	pool bufPool
 
@@ -149,6 +153,7 @@ type uxMsg struct {
 // fetchOp is a rendezvous receive in flight.
 type fetchOp struct {
 	rx       uint32 // receive it lands in
+	peer     transport.Peer
 	hdr      transport.Header
 	src      uint64
 	off      int  // offset in a multi-receive buffer
@@ -660,9 +665,13 @@ func (ep *Endpoint) startFetch(ri uint32, p transport.Peer, hdr *transport.Heade
 		ep.fx = append(ep.fx, fetchOp{})
 		fi = uint32(len(ep.fx) - 1)
 	}
-	ep.fx[fi] = fetchOp{rx: ri, hdr: *hdr, src: src, off: mt.Offset, olen: int(hdr.Len) - mt.Len,
+	ep.fx[fi] = fetchOp{rx: ri, peer: p, hdr: *hdr, src: src, off: mt.Offset, olen: int(hdr.Len) - mt.Len,
 		released: mt.Released, multi: mt.Multi, live: true}
 	ep.rx[ri].fetches++
+	for int(p) >= len(ep.fetching) {
+		ep.fetching = append(ep.fetching, 0)
+	}
+	ep.fetching[p]++
 	done, n, c := ep.tr.Fetch(p, cookie, ep.window(ri, mt.Offset, mt.Len), transport.Op(tokFetch|uint64(fi)))
 	if done {
 		ep.fetchDone(fi, n, Code(c), false)
@@ -674,6 +683,7 @@ func (ep *Endpoint) fetchDone(fi uint32, n int, c Code, freeRx bool) {
 	ep.fx[fi] = fetchOp{}
 	ep.fxFree = append(ep.fxFree, fi)
 	ep.rx[f.rx].fetches--
+	ep.fetching[f.peer]--
 	if c != 0 {
 		op := ep.rx[f.rx]
 		if ep.cfg.RxCQ != nil {
@@ -751,8 +761,15 @@ func (ep *Endpoint) Arrive(p transport.Peer, hdr *transport.Header, eager []byte
 	// Unexpected: keep the header, and the payload when it came eagerly.
 	var buf []byte
 	if eager != nil {
-		if ep.uxUsed+len(eager) > ep.cfg.UnexpectedBytes && ep.uxUsed > 0 {
-			return false // back-pressure: the transport stops reading this peer
+		// Back-pressure: the transport stops reading this peer. Not while
+		// the peer owes us the payload of a fetch: a transport may carry
+		// that payload behind this message on the same stream (shm
+		// segments), and stopping would deadlock with every receive
+		// waiting for its fetch. The excess is bounded by what the peer
+		// queued ahead of the payload.
+		if ep.uxUsed+len(eager) > ep.cfg.UnexpectedBytes && ep.uxUsed > 0 &&
+			(int(p) >= len(ep.fetching) || ep.fetching[p] == 0) {
+			return false
 		}
 		buf = ep.pool.get(len(eager))
 		copy(buf, eager)

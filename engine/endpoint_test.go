@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"testing"
+	"time"
 
 	"github.com/gofi-dev/fi/transport"
 )
@@ -50,30 +51,98 @@ func newPair(t *testing.T, maxEager int, mod func(*Config)) *pair {
 	// their own CQs would: multi-step protocols (rendezvous) complete.
 	p.ca.Bind(p.b, nil)
 	p.cb.Bind(p.a, nil)
+	if warmUp {
+		p.warm(t)
+	}
 	return p
 }
 
 // drain reads every completion (success and error) now available.
-func drain(cq *CQ) (ok []Entry, errs []Entry) {
+// warmUp makes newPair exchange one message each way first, waiting as
+// long as it takes, so that socket transports have connected before a
+// test's timing-free expectations start.
+var warmUp bool
+
+const warmTag = 1 << 63
+
+func (p *pair) warm(t *testing.T) {
+	t.Helper()
+	for _, d := range []struct {
+		from, to *Endpoint
+		cq       *CQ
+		dest     uint64
+	}{{p.a, p.b, p.cb, addrB}, {p.b, p.a, p.ca, addrA}} {
+		d.to.Recv(&RecvArgs{Buf: make([]byte, 1), Src: anySrc, Kind: transport.KindTagged, Tag: warmTag, Flags: FlagCompletion}, "warm")
+		d.from.Send(&SendArgs{Buf: []byte{1}, Dest: d.dest, Kind: transport.KindTagged, Tag: warmTag, Flags: FlagCompletion}, "warm")
+		var buf [4]Entry
+		deadline := time.Now().Add(30 * time.Second)
+		got := 0
+		for got < 1 {
+			n, _ := d.cq.Read(buf[:])
+			for _, e := range buf[:n] {
+				if e.Flags&FlagRecv != 0 && e.Context == "warm" {
+					got++
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("warm-up message never arrived")
+			}
+		}
+	}
+	drain(p.ca)
+	drain(p.cb)
+}
+
+// drainIdle is how long drain waits without a completion before it
+// decides nothing more is coming: 0 for in-process transports (a few empty
+// reads suffice), longer for sockets.
+var drainIdle time.Duration
+
+// drain reads every completion now available. With want, it first waits
+// (up to 30 s) until that many completions (success and error) arrived,
+// so socket transports need no timing luck; then it keeps reading until
+// the CQ has been idle for drainIdle.
+func drain(cq *CQ, want ...int) (ok []Entry, errs []Entry) {
 	var buf [16]Entry
+	n0 := 0
+	if len(want) > 0 {
+		n0 = want[0]
+	}
 	idle := 0
-	for range 10000 {
+	last := time.Now()
+	deadline := last.Add(30 * time.Second)
+	for range 1 << 26 {
 		n, c := cq.Read(buf[:])
 		ok = append(ok, buf[:n]...)
 		switch c {
 		case CodeAvail:
 			e, _ := cq.ReadErr()
 			errs = append(errs, e)
-			idle = 0
+			idle, last = 0, time.Now()
 		case CodeAgain:
-			if idle++; idle > 20 {
+			if len(ok)+len(errs) < n0 && time.Now().Before(deadline) {
+				continue
+			}
+			if idle++; idle > 20 && time.Since(last) >= drainIdle {
 				return
 			}
 		default:
-			idle = 0
+			idle, last = 0, time.Now()
 		}
 	}
 	return
+}
+
+// waitUnexpected progresses cq until ep holds n unexpected messages.
+func waitUnexpected(t *testing.T, ep *Endpoint, cq *CQ, n int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for ep.msgs.Unexpected()+ep.tags.Unexpected() < n {
+		cq.Read(nil)
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of %d messages arrived", ep.msgs.Unexpected()+ep.tags.Unexpected(), n)
+		}
+	}
 }
 
 func send(ep *Endpoint, dest uint64, kind transport.Kind, tag uint64, p []byte, ctx any) Code {
@@ -119,13 +188,17 @@ func TestEndpoint_DeliveryPostedOrUnexpected(t *testing.T) {
 			if c := send(p.a, addrB, tc.kind, 9, payload, "tx"); c != 0 {
 				t.Fatal(c)
 			}
-			rx, errs := drain(p.cb) // progress B: message arrives
+			first := 0
+			if tc.postFirst {
+				first = 1
+			}
+			rx, errs := drain(p.cb, first) // progress B: message arrives
 			if !tc.postFirst {
 				if c := recv(p.b, anySrc, tc.kind, 9, 0, buf, "rx"); c != 0 {
 					t.Fatal(c)
 				}
 			}
-			rx2, errs2 := drain(p.cb)
+			rx2, errs2 := drain(p.cb, 1-first)
 			rx, errs = append(rx, rx2...), append(errs, errs2...)
 			if len(errs) != 0 || len(rx) != 1 {
 				t.Fatalf("receiver completions %+v errors %+v", rx, errs)
@@ -144,7 +217,7 @@ func TestEndpoint_DeliveryPostedOrUnexpected(t *testing.T) {
 			if tc.kind == transport.KindTagged && e.Tag != 9 {
 				t.Fatalf("tag %d", e.Tag)
 			}
-			tx, _ := drain(p.ca)
+			tx, _ := drain(p.ca, 1)
 			if len(tx) != 1 || tx[0].Context != "tx" || tx[0].Flags != FlagSend|kindFlag(tc.kind) {
 				t.Fatalf("sender completions %+v", tx)
 			}
@@ -161,7 +234,7 @@ func TestEndpoint_TruncationReportsOverflow(t *testing.T) {
 		buf := make([]byte, 40)
 		recv(p.b, anySrc, transport.KindMsg, 0, 0, buf, "rx")
 		send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{1}, size), nil)
-		ok, errs := drain(p.cb)
+		ok, errs := drain(p.cb, 1)
 		if len(ok) != 0 || len(errs) != 1 {
 			t.Fatalf("size %d: completions %+v errors %+v", size, ok, errs)
 		}
@@ -182,7 +255,7 @@ func TestEndpoint_TagMatchingWithIgnoreAndOrder(t *testing.T) {
 	recv(p.b, anySrc, transport.KindTagged, 0x200, 0, b3, "other")
 	send(p.a, addrB, transport.KindTagged, 0x105, []byte("first"), nil)
 	send(p.a, addrB, transport.KindTagged, 0x105, []byte("second"), nil)
-	ok, _ := drain(p.cb)
+	ok, _ := drain(p.cb, 2)
 	if len(ok) != 2 || ok[0].Context != "wild" || ok[1].Context != "exact" {
 		t.Fatalf("want the earlier-posted wildcard first, then the exact receive: %+v", ok)
 	}
@@ -200,7 +273,7 @@ func TestEndpoint_DirectedRecvHonoursSource(t *testing.T) {
 		t.Fatalf("a receive for another source took the message: %+v", ok)
 	}
 	recv(p.b, addrA, transport.KindMsg, 0, 0, buf, "from-A")
-	if ok, _ := drain(p.cb); len(ok) != 1 || ok[0].Context != "from-A" {
+	if ok, _ := drain(p.cb, 1); len(ok) != 1 || ok[0].Context != "from-A" {
 		t.Fatalf("directed receive from A: %+v", ok)
 	}
 }
@@ -209,7 +282,7 @@ func TestEndpoint_SourceOffReportsUnknown(t *testing.T) {
 	p := newPair(t, 1024, func(c *Config) { c.Source = false })
 	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), nil)
 	send(p.a, addrB, transport.KindMsg, 0, []byte("x"), nil)
-	if ok, _ := drain(p.cb); len(ok) != 1 || ok[0].Src != AddrUnknown {
+	if ok, _ := drain(p.cb, 1); len(ok) != 1 || ok[0].Src != AddrUnknown {
 		t.Fatalf("Src without FI_SOURCE: %+v", ok)
 	}
 }
@@ -218,7 +291,7 @@ func TestEndpoint_RemoteCQData(t *testing.T) {
 	p := newPair(t, 1024, nil)
 	recv(p.b, anySrc, transport.KindMsg, 0, 0, make([]byte, 4), nil)
 	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("x")}, Dest: addrB, Kind: transport.KindMsg, Data: 0xfeed, Flags: FlagRemoteCQData}, nil)
-	ok, _ := drain(p.cb)
+	ok, _ := drain(p.cb, 1)
 	if len(ok) != 1 || ok[0].Data != 0xfeed || ok[0].Flags&FlagRemoteCQData == 0 {
 		t.Fatalf("remote CQ data: %+v", ok)
 	}
@@ -236,7 +309,7 @@ func TestEndpoint_MultiRecvPacksAndReleases(t *testing.T) {
 	}
 	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'c'}, 10), nil)
 	send(p.a, addrB, transport.KindMsg, 0, bytes.Repeat([]byte{'d'}, 10), nil) // would leave 4 < 16
-	ok, errs := drain(p.cb)
+	ok, errs := drain(p.cb, 3)
 	if len(errs) != 0 || len(ok) != 3 {
 		t.Fatalf("completions %+v errors %+v", ok, errs)
 	}
@@ -252,7 +325,7 @@ func TestEndpoint_MultiRecvPacksAndReleases(t *testing.T) {
 	// The fourth message waits for a new buffer.
 	b2 := make([]byte, 10)
 	recv(p.b, anySrc, transport.KindMsg, 0, 0, b2, "plain")
-	if ok, _ = drain(p.cb); len(ok) != 1 || string(b2) != "dddddddddd" {
+	if ok, _ = drain(p.cb, 1); len(ok) != 1 || string(b2) != "dddddddddd" {
 		t.Fatalf("message after release: %+v %q", ok, b2)
 	}
 }
@@ -264,39 +337,39 @@ func TestEndpoint_PeekClaimDiscard(t *testing.T) {
 	}
 	// Peek with nothing there: FI_ENOMSG error completion.
 	tr(FlagPeek, 1, nil, "peek0")
-	if _, errs := drain(p.cb); len(errs) != 1 || errs[0].Err != CodeNoMsg {
+	if _, errs := drain(p.cb, 1); len(errs) != 1 || errs[0].Err != CodeNoMsg {
 		t.Fatalf("peek on empty queue: %+v", errs)
 	}
 	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("one")}, Dest: addrB, Kind: transport.KindTagged, Tag: 1, Data: 5, Flags: FlagRemoteCQData}, nil)
 	send(p.a, addrB, transport.KindTagged, 2, []byte("two"), nil)
-	drain(p.cb)
+	waitUnexpected(t, p.b, p.cb, 2)
 	tr(FlagPeek, 1, nil, "peek1")
-	ok, _ := drain(p.cb)
+	ok, _ := drain(p.cb, 1)
 	if len(ok) != 1 || ok[0].Len != 3 || ok[0].Tag != 1 || ok[0].Data != 5 {
 		t.Fatalf("peek: %+v", ok)
 	}
 	// Peek|Claim sets it aside: a plain receive no longer sees it.
 	claimCtx := new(int)
 	tr(FlagPeek|FlagClaim, 1, nil, claimCtx)
-	drain(p.cb)
+	drain(p.cb, 1)
 	tr(FlagPeek, 1, nil, "peek2")
-	if _, errs := drain(p.cb); len(errs) != 1 || errs[0].Err != CodeNoMsg {
+	if _, errs := drain(p.cb, 1); len(errs) != 1 || errs[0].Err != CodeNoMsg {
 		t.Fatalf("claimed message still visible to peek: %+v", errs)
 	}
 	buf := make([]byte, 8)
 	if c := tr(FlagClaim, 1, buf, claimCtx); c != 0 {
 		t.Fatal(c)
 	}
-	if ok, _ = drain(p.cb); len(ok) != 1 || string(buf[:3]) != "one" {
+	if ok, _ = drain(p.cb, 1); len(ok) != 1 || string(buf[:3]) != "one" {
 		t.Fatalf("claim: %+v %q", ok, buf)
 	}
 	// Peek|Discard drops message two.
 	tr(FlagPeek|FlagDiscard, 2, nil, "pd")
-	if ok, _ = drain(p.cb); len(ok) != 1 {
+	if ok, _ = drain(p.cb, 1); len(ok) != 1 {
 		t.Fatalf("peek|discard completion: %+v", ok)
 	}
 	tr(FlagPeek, 2, nil, "after")
-	if _, errs := drain(p.cb); len(errs) != 1 || errs[0].Err != CodeNoMsg {
+	if _, errs := drain(p.cb, 1); len(errs) != 1 || errs[0].Err != CodeNoMsg {
 		t.Fatal("discarded message still there")
 	}
 }
@@ -308,7 +381,7 @@ func TestEndpoint_CancelCompletesWithECANCELED(t *testing.T) {
 	if c := p.b.Cancel(ctx); c != 0 {
 		t.Fatal(c)
 	}
-	_, errs := drain(p.cb)
+	_, errs := drain(p.cb, 1)
 	if len(errs) != 1 || errs[0].Err != CodeCanceled || errs[0].Context != ctx {
 		t.Fatalf("cancel: %+v", errs)
 	}
@@ -327,8 +400,8 @@ func TestEndpoint_SelectiveCompletion(t *testing.T) {
 	p.b.Recv(&RecvArgs{IOV: [][]byte{make([]byte, 4)}, Src: anySrc, Kind: transport.KindMsg, Flags: FlagCompletion}, "loud")
 	send(p.a, addrB, transport.KindMsg, 0, []byte("1"), "quiet-tx")
 	p.a.Send(&SendArgs{IOV: [][]byte{[]byte("2")}, Dest: addrB, Kind: transport.KindMsg, Flags: FlagCompletion}, "loud-tx")
-	rx, _ := drain(p.cb)
-	tx, _ := drain(p.ca)
+	rx, _ := drain(p.cb, 1)
+	tx, _ := drain(p.ca, 1)
 	if len(rx) != 1 || rx[0].Context != "loud" || len(tx) != 1 || tx[0].Context != "loud-tx" {
 		t.Fatalf("only FI_COMPLETION operations report: rx %+v tx %+v", rx, tx)
 	}
@@ -349,7 +422,7 @@ func TestEndpoint_UnexpectedBackPressureLosesNothing(t *testing.T) {
 	for i := range n {
 		buf := make([]byte, 100)
 		recv(p.b, anySrc, transport.KindTagged, uint64(i), 0, buf, i)
-		ok, _ := drain(p.cb)
+		ok, _ := drain(p.cb, 1)
 		if len(ok) != 1 || ok[0].Context != i || buf[0] != byte(i) {
 			t.Fatalf("message %d: %+v", i, ok)
 		}
@@ -391,5 +464,20 @@ func TestEndpoint_CloseCancelsPostedReceives(t *testing.T) {
 	}
 	if c := recv(p.b, anySrc, transport.KindMsg, 0, 0, nil, nil); c != CodeInval {
 		t.Fatalf("Recv after Close = %v", c)
+	}
+}
+
+func TestEndpoint_PeerGroupsMustAgree(t *testing.T) {
+	p := newPair(t, 1024, nil)
+	p.b.Recv(&RecvArgs{Buf: make([]byte, 8), Src: anySrc, Kind: transport.KindTagged, Tag: 4}, "group0")
+	p.a.Send(&SendArgs{Buf: []byte("g5"), Dest: addrB, Group: 5, Kind: transport.KindTagged, Tag: 4}, nil)
+	waitUnexpected(t, p.b, p.cb, 1)
+	if ok, _ := drain(p.cb); len(ok) != 0 {
+		t.Fatalf("a receive of group 0 took a group-5 message: %+v", ok)
+	}
+	buf := make([]byte, 8)
+	p.b.Recv(&RecvArgs{Buf: buf, Src: anySrc, Group: 5, Kind: transport.KindTagged, Tag: 4}, "group5")
+	if ok, _ := drain(p.cb, 1); len(ok) != 1 || ok[0].Context != "group5" || string(buf[:2]) != "g5" {
+		t.Fatalf("group-5 receive: %+v", ok)
 	}
 }

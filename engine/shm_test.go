@@ -45,6 +45,8 @@ func TestEndpointOverShm(t *testing.T) {
 				{"Selective", TestEndpoint_SelectiveCompletion},
 				{"BackPressure", TestEndpoint_UnexpectedBackPressureLosesNothing},
 				{"Close", TestEndpoint_CloseCancelsPostedReceives},
+				{"PeerGroups", TestEndpoint_PeerGroupsMustAgree},
+				{"PeerGroups", TestEndpoint_PeerGroupsMustAgree},
 			} {
 				t.Run(tc.name, tc.f)
 			}

@@ -133,13 +133,15 @@ const (
 )
 
 // pent is the part of a posted receive that searches read (48 bytes, so
-// walking a list touches little memory); pcold, at the same index in a
+// walking a list touches little memory; a walk past a non-matching
+// entry reads only the first 24 bytes); pcold, at the same index in a
 // parallel slab, is the rest.
 type pent struct {
-	tag, ignore, src, seq uint64
-	group                 uint32
-	bkt                   int32 // bucket index, inWild or isFree
-	l                     link  // bucket or wildcard list; free list when free
+	tag, ignore uint64
+	l           link // bucket or wildcard list; free list when free
+	src, seq    uint64
+	group       uint32
+	bkt         int32 // bucket index, inWild or isFree
 }
 
 type pcold[R any] struct {

@@ -4,7 +4,9 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gofi-dev/fi/ring"
 )
@@ -73,12 +75,14 @@ func TestBitmap_NoLostWakeup(t *testing.T) {
 	for i := range rs {
 		rs[i] = mustNew(t, 1024)
 	}
+	var stop atomic.Bool // set if the consumer gives up, so producers end
 	var wg sync.WaitGroup
+	defer func() { stop.Store(true); wg.Wait() }()
 	for i := range rs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for k := 0; k < per; {
+			for k := 0; k < per && !stop.Load(); {
 				if err := rs[i].TryWrite(uint16(i), []byte{byte(k)}); err == ring.ErrFull {
 					b.Set(i)
 					spin()
@@ -92,9 +96,13 @@ func TestBitmap_NoLostWakeup(t *testing.T) {
 	got := make([]int, rings)
 	dst := make([]byte, 8)
 	idx := make([]int, 0, rings)
-	for total := 0; total < rings*per; {
+	deadline := testDeadline(t)
+	for total, idle := 0, 0; total < rings*per; {
 		idx = b.Drain(idx[:0])
 		if len(idx) == 0 {
+			if idle++; idle&1023 == 0 && time.Now().After(deadline) {
+				t.Fatalf("stopped waiting after %d of %d records", total, rings*per)
+			}
 			spin()
 		}
 		for _, i := range idx {
@@ -114,5 +122,4 @@ func TestBitmap_NoLostWakeup(t *testing.T) {
 			}
 		}
 	}
-	wg.Wait()
 }

@@ -3,6 +3,7 @@ package ring_test
 import (
 	"fmt"
 	"runtime"
+	"testing"
 	"time"
 )
 
@@ -22,3 +23,13 @@ func idleWait(idle *int) {
 }
 
 func errSeq(got, want uint64) error { return fmt.Errorf("sequence %d, want %d", got, want) }
+
+// testDeadline is when a polling loop in a test gives up: a minute from
+// now, or shortly before the test binary's own deadline.
+func testDeadline(t *testing.T) time.Time {
+	d := time.Now().Add(time.Minute)
+	if td, ok := t.Deadline(); ok && td.Add(-5*time.Second).Before(d) {
+		d = td.Add(-5 * time.Second)
+	}
+	return d
+}

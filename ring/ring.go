@@ -93,7 +93,8 @@ func (r *Ring) Corrupt() bool {
 // released enough space, ErrTooLarge when n > MaxPayload (never fits), and
 // ErrCorrupt when the shared head cannot be right.
 func (r *Ring) Reserve(n int) ([]byte, error) {
-	// Fast path (inlined): the record fits before the end of the data
+	// Fast path (the slow one is a separate function, to keep this one
+	// short): the record fits before the end of the data
 	// area and within the cached head.
 	pos := r.p.tail
 	off := pos & r.mask
@@ -212,7 +213,8 @@ func (r *Ring) Free() int {
 // consumer that stops at ErrEmpty never starves the producer, then returns
 // ErrEmpty. A record header that cannot be right returns ErrCorrupt.
 func (r *Ring) Peek() (typ uint16, payload []byte, err error) {
-	// Fast path (inlined): a data record below the cached tail whose
+	// Fast path (the slow one is a separate function, to keep this one
+	// short): a data record below the cached tail whose
 	// header is plausible.
 	h := r.c.head
 	if h != r.c.tail && !r.corrupt.Load() {

@@ -7,7 +7,9 @@ import (
 	"hash/crc32"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/gofi-dev/fi/ring"
@@ -322,13 +324,15 @@ func TestConcurrent_InProcessNoLossDupOrReorder(t *testing.T) {
 		n = 50000
 	}
 	r := mustNew(t, 4096)
+	var stop atomic.Bool // set when the consumer gives up, so the producer ends
 	var wg sync.WaitGroup
+	defer func() { stop.Store(true); wg.Wait() }()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(1, 2))
 		batch := 0
-		for seq := uint64(0); seq < uint64(n); {
+		for seq := uint64(0); seq < uint64(n) && !stop.Load(); {
 			size := 12 + rng.IntN(200)
 			b, err := r.Reserve(size)
 			if err == ring.ErrFull {
@@ -339,6 +343,7 @@ func TestConcurrent_InProcessNoLossDupOrReorder(t *testing.T) {
 			}
 			if err != nil {
 				t.Error(err)
+				stop.Store(true)
 				return
 			}
 			fillRecord(b, seq)
@@ -351,9 +356,13 @@ func TestConcurrent_InProcessNoLossDupOrReorder(t *testing.T) {
 		}
 		r.Publish()
 	}()
-	for seq := uint64(0); seq < uint64(n); {
+	deadline := testDeadline(t)
+	for seq, idle := uint64(0), 0; seq < uint64(n); {
 		typ, p, err := r.Peek()
 		if err == ring.ErrEmpty {
+			if idle++; idle&1023 == 0 && (stop.Load() || time.Now().After(deadline)) {
+				t.Fatalf("stopped waiting at record %d of %d", seq, n)
+			}
 			spin()
 			continue
 		}

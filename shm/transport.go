@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"os"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -224,7 +225,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	t := &Transport{cfg: cfg, region: r, name: r.Name(), addr: []byte(r.Addr()), bits: bm,
 		bell: r.Doorbell(), byName: map[string]transport.Peer{},
-		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && ProbeCMA().Available}
+		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && !cmaDisabledByEnv() && ProbeCMA().Available}
 	t.seen = r.ConnQueue().Seq()
 	t.cmaMin = cfg.CMAMin
 	if t.cmaMin <= 0 {
@@ -234,6 +235,20 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		}
 	}
 	return t, nil
+}
+
+// DisableCMAEnv names the environment variable that turns single copy off
+// for every transport of the process when set to 1, true or yes (the name
+// libfabric's shm provider uses): rendezvous payloads then stream through
+// the rings in segments.
+const DisableCMAEnv = "FI_SHM_DISABLE_CMA"
+
+func cmaDisabledByEnv() bool {
+	switch strings.ToLower(os.Getenv(DisableCMAEnv)) {
+	case "1", "true", "yes", "on":
+		return true
+	}
+	return false
 }
 
 // Name returns "fi_shm://<region name>".
@@ -285,6 +300,13 @@ func (t *Transport) connect(p *peer) transport.Code {
 			return transport.EConnRefuse
 		}
 		return transport.EIO
+	}
+	// A region left by a killed owner still parses; a request posted into
+	// it would never be answered and sends into the ring would "complete"
+	// into nowhere.
+	if alive, err := r.Segment().Alive(); err != nil || !alive {
+		_ = r.Close()
+		return transport.EConnRefuse
 	}
 	bm, err := ring.NewBitmap(r.Bitmap(), r.Layout().PeerSlots)
 	if err != nil {
@@ -517,13 +539,20 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		t.cma = false // the kernel refuses single copy: segments from now on
 	}
 	t.dropRTS(p, cookie)
+	if c := t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie}); c != 0 {
+		// The sender cannot be reached (it died after announcing): nobody
+		// will stream the payload, so the receive fails now rather than
+		// wait forever.
+		t.fail(p, c)
+		return true, 0, c
+	}
 	f := t.newFetch()
 	f.op, f.dst, f.total = op, append(f.dst[:0], dst...), total
 	p.fetch[cookie] = f
 	if p.since.IsZero() {
 		p.since = time.Now()
 	}
-	t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie})
+	t.markBusy(p) // so progressBusy checks the sender's liveness while we wait
 	return false, 0, 0
 }
 
@@ -622,14 +651,16 @@ func (p *peer) rtsMap() map[uint64]*rts {
 	return p.rts
 }
 
-// sendCtrl queues a control record to p and tries to write it now.
-func (t *Transport) sendCtrl(p *peer, c ctrl) {
+// sendCtrl queues a control record to p and tries to write it now. It
+// returns the error when p cannot be reached (the record is dropped).
+func (t *Transport) sendCtrl(p *peer, c ctrl) transport.Code {
 	p.ctrl = append(p.ctrl, c)
-	if t.ready(p) != 0 {
+	if code := t.ready(p); code != 0 {
 		p.ctrl = p.ctrl[:0] // the peer is gone: nobody to tell
-		return
+		return code
 	}
 	t.flush(p)
+	return 0
 }
 
 // flush writes queued control records and streams segments while the ring
@@ -1067,6 +1098,13 @@ func (t *Transport) checkAlive(p *peer) {
 		return
 	}
 	if alive, err := seg.Alive(); err == nil && !alive {
+		// What the peer wrote before it went away is still in its ring
+		// (we keep the mapping): deliver it first, so a sender that
+		// finished streaming and exited does not lose its last messages.
+		if p.in != nil && t.sink != nil {
+			for t.drain(p, t.sink) && p.in != nil {
+			}
+		}
 		t.fail(p, transport.EConnReset)
 	}
 }
@@ -1157,12 +1195,51 @@ func (t *Transport) Wake() {
 	_ = t.bell.Ring()
 }
 
+// lingerMax bounds how long Close waits for receivers to accept rings
+// that already carry completed sends.
+const lingerMax = 2 * time.Second
+
+// linger waits (bounded by lingerMax, and only for live receivers) until
+// every receiver we announced a ring to has accepted it. Eager sends
+// complete as soon as their record is in the ring, but the receiver maps
+// the ring only when it accepts the connection request; unlinking the ring
+// before that would lose messages already reported complete.
+func (t *Transport) linger() {
+	deadline := time.Now().Add(lingerMax)
+	lastCheck := time.Now()
+	for {
+		pending := false
+		check := time.Since(lastCheck) > 10*time.Millisecond
+		for _, p := range t.peers {
+			if p.connSlot < 0 || p.dead || p.out == nil {
+				continue
+			}
+			t.checkReply(p)
+			if check && p.connSlot >= 0 && !p.dead {
+				t.checkAlive(p)
+			}
+			if p.connSlot >= 0 && !p.dead {
+				pending = true
+			}
+		}
+		if check {
+			lastCheck = time.Now()
+		}
+		if !pending || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
 // Close fails held operations with ECANCELED and removes the region and
-// every ring this endpoint created.
+// every ring this endpoint created, after giving receivers that have not
+// yet accepted a ring carrying completed sends a bounded time to do so.
 func (t *Transport) Close() error {
 	if t.closed {
 		return nil
 	}
+	t.linger()
 	s := t.sink
 	for _, p := range t.peers {
 		for cookie, h := range p.held {

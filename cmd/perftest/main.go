@@ -1,17 +1,23 @@
-// Command perftest is gofi's tool: discovery (the info subcommand, like
-// libfabric's fi_info) and, in later issues, latency and bandwidth runs.
+// Command perftest measures gofi: run without arguments it starts its own
+// peer process on this host and prints the latency and bandwidth of the
+// shm and tcp providers next to Go's net package; its subcommands are
+// libfabric's fi_pingpong (pingpong, same flags and output), latency
+// percentiles, streaming bandwidth, message rate, the server for runs
+// between hosts, plots of -json results, and fi_info (info).
 //
 // Usage:
 //
+//	perftest [-compare] [-json] [-plot out.svg]
 //	perftest <subcommand> [flags]
 //
-// Run without arguments it lists the subcommands.
+// "perftest help" lists the subcommands.
 package main
 
 import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // command is one perftest subcommand. run parses args (without the
@@ -24,11 +30,17 @@ type command struct {
 
 // commands lists the subcommands in the order usage shows them.
 var commands = []command{
+	{"pingpong", "ping-pong latency and bandwidth, flags and output of libfabric's fi_pingpong", runPingpong},
+	{"latency", latencyKind.summary, testRunner(latencyKind)},
+	{"bw", bwKind.summary, testRunner(bwKind)},
+	{"msgrate", msgrateKind.summary, testRunner(msgrateKind)},
+	{"serve", "the server side of latency, bw and msgrate for runs between hosts", runServe},
+	{"plot", "draw -json result files over each other (latency and bandwidth against size)", runPlot},
 	{"info", "list fabric providers and their attributes, like libfabric's fi_info", runInfo},
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: perftest <subcommand> [flags]\n\nsubcommands:\n")
+	fmt.Fprintf(w, "usage: perftest [-compare] [-json] [-plot file.svg]   latency and bandwidth sweep: shm, tcp, Go net\n       perftest <subcommand> [flags]\n\nsubcommands:\n")
 	for _, c := range commands {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
@@ -36,11 +48,18 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "\nRun 'perftest <subcommand> -h' for the subcommand's flags.\n")
 }
 
+func isHelp(a string) bool {
+	switch a {
+	case "-h", "-help", "--help":
+		return true
+	}
+	return false
+}
+
 // run dispatches to a subcommand and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 {
-		usage(stdout)
-		return 0
+	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !isHelp(args[0])) {
+		return runSweep(args, stdout, stderr)
 	}
 	switch args[0] {
 	case "help", "-h", "-help", "--help":

@@ -3,16 +3,19 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 )
 
-func TestRun_NoArgumentsPrintsUsage(t *testing.T) {
+func TestRun_HelpPrintsUsage(t *testing.T) {
 	var out, errb bytes.Buffer
-	if rc := run(nil, &out, &errb); rc != 0 {
+	if rc := run([]string{"help"}, &out, &errb); rc != 0 {
 		t.Fatalf("exit %d", rc)
 	}
 	if !strings.Contains(out.String(), "subcommands:") || !strings.Contains(out.String(), "  info ") {
@@ -27,19 +30,44 @@ func TestRun_UnknownSubcommandFails(t *testing.T) {
 	}
 }
 
-// buildPerftest builds the binary into a temporary directory.
+// The binary is built once per test run, into a temporary directory that
+// TestMain removes.
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildBin  string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	rc := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(rc)
+}
+
+// buildPerftest builds the binary (once) and returns its path.
 func buildPerftest(t *testing.T) string {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("go tool not on PATH")
 	}
-	bin := filepath.Join(t.TempDir(), "perftest")
-	cmd := exec.Command(gobin, "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "perftest-test-"); buildErr != nil {
+			return
+		}
+		buildBin = filepath.Join(buildDir, "perftest")
+		cmd := exec.Command(gobin, "build", "-o", buildBin, ".")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
 	}
-	return bin
+	return buildBin
 }
 
 // exitCode runs bin with args and returns its exit status and output.
@@ -75,7 +103,7 @@ func TestPerftestBinary_InfoLikeFiInfo(t *testing.T) {
 		stdout []string // substrings
 		stderr string
 	}{
-		{"no arguments: usage, exit 0", nil, 0, []string{"subcommands:", "info"}, ""},
+		{"help: usage, exit 0", []string{"help"}, 0, []string{"subcommands:", "info", "pingpong", "latency"}, ""},
 		{"list providers", []string{"info", "-l"}, 0, []string{"shm:\n    version: 200.0\n", "tcp:\n    version: 200.0\n"}, ""},
 		{"tcp short", []string{"info", "-p", "tcp"}, 0, []string{"provider: tcp\n    fabric: ", "    type: FI_EP_RDM\n"}, ""},
 		{"tcp verbose", []string{"info", "-p", "tcp", "-v"}, 0, []string{"---\nfi_info:\n", "    fi_fabric_attr:\n        name: 127.0.0.1/32\n"}, ""},

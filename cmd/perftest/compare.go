@@ -1,0 +1,287 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// -compare: gofi's pingpong and libfabric's fi_pingpong on the same
+// provider, size by size, alternating, so both see the same machine
+// (which on a shared 2-vCPU host changes from minute to minute). Medians
+// of the rounds and their ratios are printed.
+
+// fiPingpongBin finds libfabric's fi_pingpong ("" when not installed).
+func fiPingpongBin() string {
+	if p := os.Getenv("PERFTEST_FI_PINGPONG"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("fi_pingpong")
+	if err != nil {
+		return ""
+	}
+	return p
+}
+
+// ourPingpong runs one gofi pingpong of size: a peer process started here
+// and this process as the client.
+func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr io.Writer) (ppRow, error) {
+	wait := fab.wait
+	if wait == "" {
+		wait = "spin"
+	}
+	args := []string{"pingpong", "-e", fab.epType, "-I", strconv.Itoa(iters), "-S", strconv.Itoa(size),
+		"-m", modeName(fab.tagged), "-timeout", timeout.String(), "-wait", wait}
+	if fab.prov != "" {
+		args = append(args, "-p", fab.prov)
+	}
+	if fab.domain != "" {
+		args = append(args, "-d", fab.domain)
+	}
+	p, err := startPeer(args, stderr)
+	if err != nil {
+		return ppRow{}, err
+	}
+	o := &ppOpts{fab: fab, iters: iters, size: size, timeout: timeout, dst: "127.0.0.1", dstPort: p.port,
+		common: &commonOpts{json: true}}
+	rows, err := pingpongMain(o, io.Discard, stderr)
+	if err != nil {
+		p.kill()
+		return ppRow{}, err
+	}
+	if err := p.wait(timeout); err != nil {
+		return ppRow{}, fmt.Errorf("peer: %w", err)
+	}
+	if len(rows) != 1 {
+		return ppRow{}, fmt.Errorf("pingpong returned %d rows", len(rows))
+	}
+	return rows[0], nil
+}
+
+// netPingpong measures Go's net package the same way: a ping-pong of
+// size over TCP loopback against a peer process, microseconds per
+// transfer (half a round trip) and MB/s.
+func netPingpong(size, iters int, timeout time.Duration, stderr io.Writer) (measure, error) {
+	p := &plan{Test: "latency", Prov: netProv, EpType: "rdm", Sizes: []int{size}, Iters: []int{iters}, Warmup: []int{max(iters/10, 1)}}
+	var m measure
+	err := runPlans("", 0, timeout, []*plan{p}, stderr, func(p *plan, r sizeResult) {
+		res := r.result(p)
+		m = measure{usec: res.Usec, mbps: 2 * float64(size) / res.Usec}
+	}, nil)
+	return m, err
+}
+
+// median of xs (xs is reordered).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sort.Float64s(xs)
+	m := len(xs) / 2
+	if len(xs)%2 == 1 {
+		return xs[m]
+	}
+	return (xs[m-1] + xs[m]) / 2
+}
+
+// compareRow is one size's medians.
+type compareRow struct {
+	size            int
+	iters           int
+	ours, theirs    measure
+	hasTheirs       bool
+	goNet           measure // Go's net package over TCP loopback
+	netAll, netBW   []float64
+	oursAll, thAll  []float64 // usec per round
+	oursBW, theirBW []float64 // MB/s per round
+}
+
+// compareSizes runs the alternating rounds for each size.
+func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, withOurs, withNet bool, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
+	bin := fiPingpongBin()
+	prov := fab.prov
+	var out []compareRow
+	for _, size := range sizes {
+		row := compareRow{size: size, iters: itersFor(size)}
+		for r := 0; r < rounds; r++ {
+			if withOurs {
+				prog.set("%s pingpong %s: gofi, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
+				ours, err := ourPingpong(fab, size, row.iters, timeout, stderr)
+				if err != nil {
+					return out, err
+				}
+				row.oursAll = append(row.oursAll, ours.usecPerXfer())
+				row.oursBW = append(row.oursBW, ours.mbps())
+			}
+			if withNet {
+				prog.set("%s pingpong %s: Go net, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
+				m, err := netPingpong(size, row.iters, timeout, stderr)
+				if err != nil {
+					return out, fmt.Errorf("Go net: %w", err)
+				}
+				row.netAll = append(row.netAll, m.usec)
+				row.netBW = append(row.netBW, m.mbps)
+			}
+			if bin == "" {
+				continue
+			}
+			prog.set("%s pingpong %s: fi_pingpong, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
+			theirs, err := fiPingpong(bin, prov, fab.tagged, size, row.iters, timeout)
+			if err != nil {
+				// libfabric's failure is not ours: note it, keep going
+				prog.done()
+				fmt.Fprintf(stderr, "perftest: fi_pingpong %s %s, round %d: %v\n", prov, sizeStr(int64(size)), r+1, err)
+				continue
+			}
+			row.thAll = append(row.thAll, theirs.usec)
+			row.theirBW = append(row.theirBW, theirs.mbps)
+		}
+		row.goNet = measure{usec: median(row.netAll), mbps: median(row.netBW)}
+		row.ours = measure{usec: median(row.oursAll), mbps: median(row.oursBW)}
+		if len(row.thAll) > 0 {
+			row.hasTheirs = true
+			row.theirs = measure{usec: median(row.thAll), mbps: median(row.theirBW)}
+		}
+		out = append(out, row)
+	}
+	return out, nil
+}
+
+func ratio(a, b float64) string {
+	if a == 0 || b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
+	if o.dst != "" {
+		fmt.Fprintf(stderr, "perftest pingpong: -compare runs both sides on this host: drop the node argument %q\n", o.dst)
+		return 2
+	}
+	if o.fab.prov == "" {
+		o.fab.prov = "shm"
+	}
+	rounds := 3
+	if s := os.Getenv("PERFTEST_ROUNDS"); s != "" {
+		if v, err := strconv.Atoi(s); err == nil && v > 0 {
+			rounds = v
+		}
+	}
+	// Say at once when our side cannot run this provider; the others
+	// are still measured when there are others.
+	bin := fiPingpongBin()
+	withOurs := true
+	if err := probeProvider(o.fab); err != nil {
+		if bin == "" {
+			fmt.Fprintf(stderr, "perftest pingpong: %v\n", err)
+			return exitStatus(err)
+		}
+		fmt.Fprintf(stderr, "perftest pingpong: %v: measuring fi_pingpong and Go net only\n", err)
+		withOurs = false
+	}
+	if bin == "" {
+		fmt.Fprintf(stderr, "perftest pingpong: fi_pingpong not installed (Debian: apt-get install libfabric-bin): measuring gofi and Go net only\n")
+	}
+	sizes := ppSizes(o, ppMaxData)
+	itersFor := func(size int) int {
+		if o.iters >= 0 {
+			return o.iters
+		}
+		return ppIterations(size)
+	}
+	prog := newProgress(stderr)
+	rows, err := compareSizes(o.fab, sizes, itersFor, rounds, withOurs, true, o.timeout, prog, stderr)
+	prog.done()
+	if err != nil {
+		fmt.Fprintf(stderr, "perftest pingpong: %v\n", err)
+		return exitStatus(err)
+	}
+	rep := newReport("pingpong -compare")
+	for _, r := range rows {
+		if withOurs {
+			rep.add(Result{Tool: "gofi", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
+				Iterations: int64(r.iters), Usec: r.ours.usec, MBps: r.ours.mbps, MxfersPerSec: 1 / r.ours.usec})
+		}
+		rep.add(Result{Tool: "go-net", Test: "pingpong", Provider: "tcp", Mode: "stream", Size: r.size,
+			Iterations: int64(r.iters), Usec: r.goNet.usec, MBps: r.goNet.mbps, MxfersPerSec: 1 / r.goNet.usec})
+		if r.hasTheirs {
+			rep.add(Result{Tool: "libfabric", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
+				Iterations: int64(r.iters), Usec: r.theirs.usec, MBps: r.theirs.mbps, MxfersPerSec: 1 / r.theirs.usec})
+		}
+	}
+	if !o.common.json {
+		fmt.Fprintf(stdout, "%s pingpong: usec/xfer (half a round trip) and MB/sec, median of %d rounds alternating gofi, fi_pingpong and Go net (TCP loopback)\n", o.fab.prov, rounds)
+		fmt.Fprintf(stdout, "ratios: gofi / other (for usec below 1 means gofi is faster; for MB/sec above 1)\n")
+		fmt.Fprintf(stdout, "%-8s%7s %10s %10s %7s %10s %7s %10s %10s %7s %10s %7s\n", "bytes", "iters",
+			"gofi usec", "libfab", "ratio", "go-net", "ratio", "gofi MB/s", "libfab", "ratio", "go-net", "ratio")
+		for _, r := range rows {
+			th := measure{}
+			if r.hasTheirs {
+				th = r.theirs
+			}
+			fmt.Fprintf(stdout, "%-8s%7s %10s %10s %7s %10.2f %7s %10s %10s %7s %10.2f %7s\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)),
+				fmtOpt(withOurs, r.ours.usec), fmtOpt(r.hasTheirs, th.usec), ratio(r.ours.usec, th.usec), r.goNet.usec, ratio(r.ours.usec, r.goNet.usec),
+				fmtOpt(withOurs, r.ours.mbps), fmtOpt(r.hasTheirs, th.mbps), ratio(r.ours.mbps, th.mbps), r.goNet.mbps, ratio(r.ours.mbps, r.goNet.mbps))
+		}
+	}
+	return o.common.finish(rep, stdout, stderr)
+}
+
+func fmtOpt(ok bool, v float64) string {
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+// probeProvider opens (and closes) an endpoint on the provider, so a run
+// that cannot work says why before starting peers.
+func probeProvider(fab fabricOpts) error {
+	n, err := openNode(fab, "127.0.0.1", time.Second)
+	if err != nil {
+		return err
+	}
+	return n.Close()
+}
+
+// progress is the one-line status perftest keeps on stderr while it
+// works: rewritten in place on a terminal, one line per step otherwise
+// (a log file then reads well).
+type progress struct {
+	w     io.Writer
+	tty   bool
+	width int
+}
+
+func newProgress(w io.Writer) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	return p
+}
+
+func (p *progress) set(format string, a ...any) {
+	s := fmt.Sprintf(format, a...)
+	if !p.tty {
+		fmt.Fprintf(p.w, "perftest: %s\n", s)
+		return
+	}
+	pad := max(p.width-len(s), 0)
+	fmt.Fprintf(p.w, "\r%s%*s", s, pad, "")
+	p.width = len(s)
+}
+
+func (p *progress) done() {
+	if p.tty && p.width > 0 {
+		fmt.Fprintf(p.w, "\r%*s\r", p.width, "")
+		p.width = 0
+	}
+}

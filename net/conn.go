@@ -1,0 +1,704 @@
+package net
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	stdnet "net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+const (
+	stHello uint8 = iota // waiting for the peer's HELLO
+	stAuth               // waiting for the peer's AUTH
+	stReady              // handshake done
+
+	maxIOV      = 64
+	helloAuth   = 1 << 0
+	smallBuf    = 4 << 10
+	authContext = "gofi-net-auth-v1"
+)
+
+var (
+	errRefused = errors.New("net: peer refused (authentication)")
+	errClosing = errors.New("net: transport closing")
+)
+
+// tconn is one TCP connection. Loop-owned fields are touched only by the
+// gnet loop; the others only with the peer's mu held (once peer is set).
+type tconn struct {
+	t      *Transport
+	gc     gnet.Conn
+	fd     int
+	peer   *peer // set before enrolling (dialed) or at attach (inbound)
+	dialed bool
+
+	// loop-owned
+	state      uint8
+	dec        decoder
+	myHello    [hdrSize + helloLen]byte
+	theirHello [helloLen]byte
+	cur        *fetchSlot
+	curID      uint32
+	curSeg     int
+	curOff     int
+	discard    [4096]byte
+	src        connSrc
+	pre        []byte // bytes Poll read from the socket, not yet decoded
+	pbuf       []byte
+	dead       bool // Poll saw it fail while owning the loop
+	stalled    atomic.Bool
+
+	// under peer.mu
+	ready    bool // handshake done and no write error: writes allowed
+	closed   bool
+	detached bool // torn down: its OnClose does nothing more
+	werr     error
+	inEpoll  bool
+	q        []outEntry
+	qh       int
+	queued   int // bytes copied into q (the high-water mark counts these)
+	hbuf     [hdrSize]byte
+	iovs     []unix.Iovec
+	trunc    [][]byte
+}
+
+// outEntry is a frame (or its unwritten tail) waiting in a send queue.
+type outEntry struct {
+	hdr   [hdrSize]byte
+	nh    int      // header bytes in hdr (0 when the header is in own)
+	own   *[]byte  // copied bytes, from bufPool
+	iov   [][]byte // payload: own's bytes, or the sender's buffers (DATA)
+	off   int      // bytes already written (header first, then payload)
+	total int      // header + payload bytes
+	op    transport.Op
+	hasOp bool // SendDone(op) when the last byte is written
+}
+
+var (
+	smallPool = sync.Pool{New: func() any { b := make([]byte, smallBuf); return &b }}
+	largePool = sync.Pool{New: func() any { b := make([]byte, maxWireEager+hdrSize); return &b }}
+)
+
+// writeDirect writes hdr and iov with one writev. The peer's mu is held.
+func (tc *tconn) writeDirect(hdr []byte, iov [][]byte) (int, error) {
+	v := tc.iovs[:0]
+	v = append(v, iovec(hdr))
+	for _, b := range iov {
+		if len(b) > 0 {
+			v = append(v, iovec(b))
+		}
+	}
+	n, err := writev(tc.fd, v)
+	clear(v) // drop the references to the buffers
+	tc.iovs = v[:0]
+	return n, err
+}
+
+func iovec(b []byte) unix.Iovec {
+	v := unix.Iovec{Base: &b[0]}
+	v.SetLen(len(b))
+	return v
+}
+
+// enqueueCopy queues the bytes of hdr+iov after skip, copied. With hasOp,
+// SendDone(op) follows once they are written.
+func (tc *tconn) enqueueCopy(hdr []byte, iov [][]byte, skip int, op transport.Op, hasOp bool) {
+	total := len(hdr) + int(iovLen(iov)) - skip
+	pool := &smallPool
+	if total > smallBuf {
+		pool = &largePool
+	}
+	own := pool.Get().(*[]byte)
+	if cap(*own) < total {
+		*own = make([]byte, total)
+	}
+	b := (*own)[:0]
+	if skip < len(hdr) {
+		b = append(b, hdr[skip:]...)
+		skip = 0
+	} else {
+		skip -= len(hdr)
+	}
+	for _, s := range iov {
+		if skip >= len(s) {
+			skip -= len(s)
+			continue
+		}
+		b = append(b, s[skip:]...)
+		skip = 0
+	}
+	e := tc.push()
+	e.own = own
+	e.iov = append(e.iov[:0], b)
+	e.total, e.op, e.hasOp = len(b), op, hasOp
+	tc.queued += len(b)
+}
+
+// enqueueRef queues a DATA frame whose payload stays in the sender's
+// buffers (not copied: they are the transport's until SendDone).
+func (tc *tconn) enqueueRef(hdr []byte, iov [][]byte, skip int, op transport.Op) {
+	e := tc.push()
+	copy(e.hdr[:], hdr)
+	e.nh = hdrSize
+	e.iov = append(e.iov[:0], iov...)
+	e.total = hdrSize + int(iovLen(iov))
+	e.off = skip
+	e.op, e.hasOp = op, true
+}
+
+func (tc *tconn) push() *outEntry {
+	if tc.qh == len(tc.q) {
+		tc.q, tc.qh = tc.q[:0], 0
+	}
+	if len(tc.q) < cap(tc.q) {
+		tc.q = tc.q[:len(tc.q)+1]
+	} else {
+		tc.q = append(tc.q, outEntry{})
+	}
+	e := &tc.q[len(tc.q)-1]
+	e.nh, e.off, e.own = 0, 0, nil
+	return e
+}
+
+// pop completes the head entry.
+func (tc *tconn) pop(code transport.Code) {
+	e := &tc.q[tc.qh]
+	if e.hasOp {
+		tc.t.push(event{kind: evSendDone, op: e.op, code: code})
+	}
+	if e.own != nil {
+		tc.queued -= len(e.iov[0])
+		if cap(*e.own) > smallBuf {
+			largePool.Put(e.own)
+		} else {
+			smallPool.Put(e.own)
+		}
+		e.own = nil
+	}
+	clear(e.iov)
+	e.iov = e.iov[:0]
+	e.hasOp = false
+	tc.qh++
+}
+
+func (tc *tconn) failQueue(code transport.Code) {
+	for tc.qh < len(tc.q) {
+		tc.pop(code)
+	}
+	tc.q, tc.qh = tc.q[:0], 0
+}
+
+// flushLocked writes queued frames until the queue is empty or the socket
+// is full (then the flusher is armed). The peer's mu is held.
+func (p *peer) flushLocked(tc *tconn) error {
+	for tc.qh < len(tc.q) {
+		v := tc.iovs[:0]
+		want := 0
+		for i := tc.qh; i < len(tc.q) && len(v) < maxIOV; i++ {
+			e := &tc.q[i]
+			skip := e.off
+			if skip < e.nh {
+				v = append(v, iovec(e.hdr[skip:e.nh]))
+				want += e.nh - skip
+				skip = 0
+			} else {
+				skip -= e.nh
+			}
+			for _, b := range e.iov {
+				if skip >= len(b) {
+					skip -= len(b)
+					continue
+				}
+				if len(v) == maxIOV {
+					break
+				}
+				v = append(v, iovec(b[skip:]))
+				want += len(b) - skip
+				skip = 0
+			}
+		}
+		n, err := writev(tc.fd, v)
+		clear(v)
+		tc.iovs = v[:0]
+		if err != nil && err != unix.EAGAIN {
+			return err
+		}
+		for n > 0 {
+			e := &tc.q[tc.qh]
+			if rem := e.total - e.off; n >= rem {
+				n -= rem
+				tc.pop(transport.OK)
+			} else {
+				e.off += n
+				n = 0
+			}
+		}
+		if err == unix.EAGAIN || (n < want && tc.qh < len(tc.q)) {
+			return p.t.fl.arm(tc)
+		}
+	}
+	tc.q, tc.qh = tc.q[:0], 0
+	return nil
+}
+
+// dialLocked starts a connection to the peer: a goroutine connects (with a
+// timeout) and enrolls the socket in the gnet loop, which never blocks.
+func (p *peer) dialLocked() *tconn {
+	t := p.t
+	tc := &tconn{t: t, peer: p, dialed: true, fd: -1}
+	p.tx = tc
+	t.wantRelease.Store(true) // enrolling the socket needs the loop
+	t.dials.Add(1)
+	go t.dial(tc, p.ap)
+	return tc
+}
+
+func (t *Transport) dial(tc *tconn, ap netip.AddrPort) {
+	defer t.dials.Done()
+	d := stdnet.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: -1}
+	nc, err := d.Dial("tcp", ap.String())
+	if err != nil {
+		t.dialFailed(tc, err)
+		return
+	}
+	if t.closing.Load() {
+		nc.Close()
+		t.dialFailed(tc, errClosing)
+		return
+	}
+	ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), tc), nc)
+	ch, err := t.eng.Register(ctx)
+	if err != nil {
+		nc.Close()
+		t.dialFailed(tc, err)
+		return
+	}
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			t.dialFailed(tc, res.Err)
+		}
+	case <-time.After(t.cfg.DialTimeout):
+		// The loop stopped (or is wedged) before enrolling the socket.
+		t.dialFailed(tc, unix.ETIMEDOUT)
+	}
+}
+
+func (t *Transport) dialFailed(tc *tconn, err error) {
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if tc.detached || tc.ready || p.tx != tc {
+		return
+	}
+	code := codeOf(err)
+	if t.closing.Load() {
+		code = transport.ECanceled
+	}
+	p.teardownLocked(code, nil)
+}
+
+// loop is the gnet event handler of a transport.
+type loop struct {
+	gnet.BuiltinEventEngine
+	t         *Transport
+	booted    chan struct{}
+	bootOnce  sync.Once
+	nameErr   error
+	committed bool // records committed to the handoff ring, not yet published
+}
+
+// OnBoot runs before gnet starts its loops: the listener's real address is
+// read here so that every OnOpen sees it.
+func (l *loop) OnBoot(eng gnet.Engine) gnet.Action {
+	l.t.eng = eng
+	l.t.name, l.nameErr = listenerName(eng)
+	return gnet.None
+}
+
+// OnTick runs first once gnet has set up its loops (OnBoot runs before,
+// and using the engine from another goroutine then races with the setup):
+// only then may Listen return and dials call Engine.Register.
+func (l *loop) OnTick() (time.Duration, gnet.Action) {
+	l.bootOnce.Do(func() { close(l.booted) })
+	return time.Hour, gnet.None
+}
+
+func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
+	t := l.t
+	tc, _ := c.Context().(*tconn)
+	if tc == nil {
+		tc = &tconn{t: t}
+		c.SetContext(tc)
+	}
+	tc.gc = c
+	tc.fd = c.Fd()
+	if t.el.Load() == nil {
+		t.el.Store(c.EventLoop())
+	}
+	if t.closing.Load() {
+		return nil, gnet.Close
+	}
+	_ = c.SetNoDelay(true)
+	if ka := t.cfg.KeepAlive; ka > 0 {
+		_ = c.SetKeepAlive(true, ka, time.Second, 3)
+	}
+	tc.buildHello()
+	return tc.myHello[:], gnet.None
+}
+
+func (tc *tconn) buildHello() {
+	t := tc.t
+	f := frame{op: opHello, length: helloLen}
+	putHeader(tc.myHello[:], &f)
+	h := tc.myHello[hdrSize:]
+	binary.LittleEndian.PutUint64(h[0:], t.instance)
+	_, _ = rand.Read(h[8:16])
+	binary.LittleEndian.PutUint32(h[16:], t.pid)
+	binary.LittleEndian.PutUint32(h[20:], uint32(t.cfg.Window))
+	if len(t.cfg.AuthKey) > 0 {
+		h[24] = helloAuth
+	}
+	h[25] = protoVersion
+	h[26] = byte(len(t.name))
+	copy(h[28:56], t.name)
+}
+
+func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
+	tc, _ := c.Context().(*tconn)
+	if tc == nil {
+		return gnet.Close
+	}
+	tc.src.tc, tc.src.gc = tc, c
+	stalled, err := tc.dec.run(&tc.src, tc)
+	if l.committed {
+		l.committed = false
+		l.t.ho.publish()
+		l.t.notify()
+	}
+	if err != nil {
+		tc.closeReason(err)
+		return gnet.Close
+	}
+	if stalled && !tc.stalled.Swap(true) {
+		t := l.t
+		t.mu.Lock()
+		t.stalled = append(t.stalled, tc)
+		t.nStall.Store(int32(len(t.stalled)))
+		t.mu.Unlock()
+		t.notify()
+	}
+	return gnet.None
+}
+
+func (tc *tconn) closeReason(err error) {
+	if p := tc.peer; p != nil {
+		p.mu.Lock()
+		if tc.werr == nil {
+			tc.werr = err
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
+	tc, _ := c.Context().(*tconn)
+	if tc == nil {
+		return gnet.None
+	}
+	t := l.t
+	p := tc.peer
+	if p == nil {
+		return gnet.None
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if tc.detached {
+		return gnet.None
+	}
+	if tc.werr != nil {
+		err = tc.werr
+	}
+	code := codeOf(err)
+	switch {
+	case t.closing.Load():
+		code = transport.ECanceled
+	case tc.state != stReady && tc.dialed:
+		code = transport.EConnRefuse // refused during the handshake
+	}
+	if tc.cur != nil {
+		tc.cur = nil // its slot fails in the teardown
+	}
+	p.teardownLocked(code, nil)
+	tc.detached = true
+	t.fl.del(tc)
+	t.mu.Lock()
+	if t.fds[tc.fd] == tc {
+		delete(t.fds, tc.fd)
+	}
+	t.mu.Unlock()
+	return gnet.None
+}
+
+// frame handles HELLO, AUTH, EAGER, RTS, CTS and CREDIT (decoder callback,
+// on the loop).
+func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
+	if f.op == opHello || f.op == opAuth {
+		return true, tc.handshake(f, src)
+	}
+	if tc.state != stReady {
+		return false, fmt.Errorf("%w: op %d before the handshake", errProto, f.op)
+	}
+	p := tc.peer
+	t := tc.t
+	switch f.op {
+	case opEager, opRTS:
+		cost := int64(hdrSize)
+		plen := 0
+		if f.op == opEager {
+			plen = int(f.length)
+			cost += int64(plen)
+		}
+		b := t.ho.reserve(msgRecHdr + plen)
+		if b == nil {
+			return false, nil
+		}
+		p.mu.Lock()
+		p.recvUsed += cost
+		over := p.recvUsed > int64(t.cfg.Window)
+		epoch := p.epoch
+		p.mu.Unlock()
+		if over {
+			return false, fmt.Errorf("%w: peer exceeded the receive window", errProto)
+		}
+		binary.LittleEndian.PutUint32(b[0:], uint32(p.idx))
+		binary.LittleEndian.PutUint32(b[4:], epoch)
+		b[8], b[9], b[10], b[11] = f.op, f.flags, f.kind, 0
+		binary.LittleEndian.PutUint32(b[12:], f.group)
+		binary.LittleEndian.PutUint64(b[16:], f.tag)
+		binary.LittleEndian.PutUint64(b[24:], f.data)
+		binary.LittleEndian.PutUint64(b[32:], f.length)
+		binary.LittleEndian.PutUint64(b[40:], f.cookie)
+		if err := readFull(src, b[msgRecHdr:]); err != nil {
+			return false, err
+		}
+		t.ho.commit(msgRecHdr + plen)
+		t.lis.committed = true
+		return true, nil
+	case opCTS:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if f.cookie > 0xffffffff {
+			return false, fmt.Errorf("%w: CTS cookie", errProto)
+		}
+		s := p.sends.get(uint32(f.cookie))
+		if s == nil {
+			return false, fmt.Errorf("%w: CTS for no pending send", errProto)
+		}
+		if f.flags&ctsDiscard != 0 || f.length == 0 {
+			t.push(event{kind: evSendDone, op: s.op})
+		} else if p.tx != nil {
+			p.sendDataLocked(s, f.data, min(f.length, s.length))
+		}
+		p.sends.put(uint32(f.cookie))
+		return true, nil
+	case opCredit:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.credit += int64(f.length)
+		if p.credit > p.peerWindow {
+			return false, fmt.Errorf("%w: credit beyond the window", errProto)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: op %d", errProto, f.op)
+}
+
+func (tc *tconn) dataStart(f *frame) error {
+	if tc.state != stReady {
+		return fmt.Errorf("%w: DATA before the handshake", errProto)
+	}
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f.cookie > 0xffffffff {
+		return fmt.Errorf("%w: DATA id", errProto)
+	}
+	s := p.fetches.get(uint32(f.cookie))
+	if s == nil || s.got != 0 || f.length > s.cap {
+		return fmt.Errorf("%w: DATA for no fetch of that size", errProto)
+	}
+	tc.cur, tc.curID, tc.curSeg, tc.curOff = s, uint32(f.cookie), 0, 0
+	return nil
+}
+
+// dataChunk copies n bytes of a DATA payload from gnet's buffer into the
+// Fetch destination. The slot is rechecked under the peer's mu: a teardown
+// from another goroutine may have completed it, and then its buffers are
+// the engine's again and the bytes are dropped.
+func (tc *tconn) dataChunk(src inbound, n int) error {
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := tc.cur
+	if s == nil || p.fetches.get(tc.curID) != s {
+		for n > 0 {
+			k := min(n, len(tc.discard))
+			if err := readFull(src, tc.discard[:k]); err != nil {
+				return err
+			}
+			n -= k
+		}
+		return nil
+	}
+	for n > 0 {
+		for tc.curSeg < len(s.dst) && tc.curOff == len(s.dst[tc.curSeg]) {
+			tc.curSeg, tc.curOff = tc.curSeg+1, 0
+		}
+		if tc.curSeg == len(s.dst) {
+			return fmt.Errorf("%w: DATA overruns the fetch", errProto)
+		}
+		seg := s.dst[tc.curSeg][tc.curOff:]
+		k := min(n, len(seg))
+		if err := readFull(src, seg[:k]); err != nil {
+			return err
+		}
+		tc.curOff += k
+		s.got += uint64(k)
+		n -= k
+	}
+	return nil
+}
+
+func (tc *tconn) dataEnd() error {
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := tc.cur
+	tc.cur = nil
+	if s == nil || p.fetches.get(tc.curID) != s {
+		return nil
+	}
+	tc.t.push(event{kind: evFetchDone, op: s.op, n: int(s.got)})
+	p.fetches.put(tc.curID)
+	return nil
+}
+
+// handshake processes HELLO and AUTH (on the loop; nothing else writes to
+// the socket before the connection is ready).
+func (tc *tconn) handshake(f *frame, src inbound) error {
+	t := tc.t
+	key := t.cfg.AuthKey
+	switch {
+	case f.op == opHello && tc.state == stHello:
+		if err := readFull(src, tc.theirHello[:]); err != nil {
+			return err
+		}
+		h := tc.theirHello[:]
+		if h[25] != protoVersion {
+			return fmt.Errorf("%w: protocol version %d", errProto, h[25])
+		}
+		if (h[24]&helloAuth != 0) != (len(key) > 0) {
+			return errRefused
+		}
+		if _, err := parseSockaddr(h[28 : 28+int(h[26])%29]); err != nil {
+			return fmt.Errorf("%w: hello address", errProto)
+		}
+		if w := binary.LittleEndian.Uint32(h[20:]); w < minWindow {
+			return fmt.Errorf("%w: window %d", errProto, w)
+		}
+		if len(key) == 0 {
+			return tc.attach()
+		}
+		var out [hdrSize + authLen]byte
+		putHeader(out[:], &frame{op: opAuth, length: authLen})
+		copy(out[hdrSize:], tc.mac(tc.myHello[hdrSize:], tc.theirHello[:]))
+		n, err := unix.Write(tc.fd, out[:])
+		if err != nil || n != len(out) {
+			return fmt.Errorf("net: writing auth: %v", err)
+		}
+		tc.state = stAuth
+		return nil
+	case f.op == opAuth && tc.state == stAuth:
+		var got [authLen]byte
+		if err := readFull(src, got[:]); err != nil {
+			return err
+		}
+		if !hmac.Equal(got[:], tc.mac(tc.theirHello[:], tc.myHello[hdrSize:])) {
+			return errRefused
+		}
+		return tc.attach()
+	}
+	return fmt.Errorf("%w: unexpected handshake op %d", errProto, f.op)
+}
+
+// mac is the proof of the side whose HELLO is first.
+func (tc *tconn) mac(first, second []byte) []byte {
+	m := hmac.New(sha256.New, tc.t.cfg.AuthKey)
+	m.Write([]byte(authContext))
+	m.Write(first)
+	m.Write(second)
+	return m.Sum(nil)
+}
+
+// attach binds a connection whose handshake completed to its peer. A new
+// instance id means the peer restarted: its old connections and everything
+// owed on them fail first.
+func (tc *tconn) attach() error {
+	t := tc.t
+	h := tc.theirHello[:]
+	inst := binary.LittleEndian.Uint64(h[0:])
+	window := int64(binary.LittleEndian.Uint32(h[20:]))
+	if tc.gc != nil && tc.gc.OutboundBuffered() > 0 {
+		return errors.New("net: handshake bytes left in gnet's buffer")
+	}
+	p := tc.peer
+	if !tc.dialed {
+		ap, _ := parseSockaddr(h[28 : 28+int(h[26])])
+		t.mu.Lock()
+		p = t.peerLocked(ap)
+		t.mu.Unlock()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if tc.detached {
+		return errors.New("net: connection torn down during the handshake")
+	}
+	if p.instance != 0 && p.instance != inst {
+		p.teardownLocked(transport.EConnReset, tc)
+	}
+	if p.instance == 0 {
+		p.instance = inst
+		p.peerWindow = window
+		p.credit += window - minWindow
+	}
+	tc.peer = p
+	tc.state = stReady
+	tc.ready = true
+	p.conns = append(p.conns, tc)
+	if p.tx == nil {
+		p.tx = tc
+	}
+	t.mu.Lock()
+	t.fds[tc.fd] = tc
+	t.mu.Unlock()
+	if tc.qh < len(tc.q) {
+		if err := p.flushLocked(tc); err != nil {
+			return err
+		}
+	}
+	return nil
+}

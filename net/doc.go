@@ -1,0 +1,49 @@
+// Package net is gofi's tcp transport: it moves the engine's messages
+// between endpoints over TCP, with a gnet v2 event loop per endpoint.
+//
+// It is an internal package of gofi: it carries no compatibility promise.
+//
+// # Shape
+//
+// Listen starts one gnet engine (an acceptor and one event loop) on the
+// configured address. Outbound connections are made lazily on the first
+// Send to a peer: a goroutine dials (with a timeout) and enrolls the socket
+// in the loop, so the loop never blocks on connect. Every connection starts
+// with a handshake (HELLO carrying the listening address, pid, a random
+// instance id, a nonce and the receive window; then, when an auth key is
+// configured, an HMAC proof over both HELLOs). A peer is identified by the
+// address it listens on; a peer whose instance id changes has restarted and
+// replaces its old connections (everything owed on them fails).
+//
+// # Threads and ownership
+//
+//   - The gnet loop owns the read side of every socket. It decodes frames;
+//     eager messages and ready-to-send headers go into a single-producer
+//     single-consumer ring for Poll; control frames (clear-to-send, credit)
+//     and rendezvous payloads are handled on the loop directly, the latter
+//     copied from gnet's buffer straight into the destination given to
+//     Fetch.
+//   - The application's goroutine (the engine) calls Send, Fetch, Discard,
+//     Resolve and Poll. Send writes to the socket itself with a
+//     non-blocking writev when nothing is queued ahead of it: no hop to the
+//     loop, no wake-up of the loop on the send side.
+//   - Writes are serialised by the peer's mutex (the app, the loop and the
+//     flusher all write through it). gnet's own write path is never used,
+//     so its unbounded outbound buffer stays empty. Bytes that do not fit
+//     in the socket wait in a bounded per-connection queue; a flusher
+//     goroutine sleeping in its own epoll set (EPOLLOUT, one-shot) drains it
+//     when the socket becomes writable.
+//
+// # Flow control
+//
+// gnet cannot pause reading a connection, so back-pressure is credit
+// based: each side announces a receive window in HELLO, a sender spends
+// credit for every eager or ready-to-send frame and Send returns EAgain
+// when the window is exhausted; the receiver returns credit only when the
+// engine accepted a message (Sink.Arrive returned true). A message the
+// engine refuses stays with the transport (bounded by the window) and is
+// offered again on a later Poll, in order, while other peers continue. A
+// peer that ignores its window is a protocol error and is disconnected.
+// Rendezvous payloads are only sent when the receiver asks for them
+// (clear-to-send), so unexpected large messages cost a header each.
+package net

@@ -1,0 +1,123 @@
+package net
+
+import (
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// flusher drains send queues of sockets that were full. gnet offers no
+// "writable" callback (it arms EPOLLOUT only for its own outbound buffer,
+// which this package keeps empty), so one goroutine per transport sleeps
+// in a private epoll set where a connection is armed (EPOLLOUT, one-shot)
+// only while its queue has bytes the socket refused. It costs nothing
+// while sockets keep up.
+type flusher struct {
+	t    *Transport
+	epfd int
+	efd  int
+	done chan struct{}
+}
+
+func newFlusher(t *Transport) (*flusher, error) {
+	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		unix.Close(epfd)
+		return nil, err
+	}
+	ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(efd)}
+	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, efd, &ev); err != nil {
+		unix.Close(epfd)
+		unix.Close(efd)
+		return nil, err
+	}
+	f := &flusher{t: t, epfd: epfd, efd: efd, done: make(chan struct{})}
+	go f.run()
+	return f, nil
+}
+
+// arm asks for one EPOLLOUT event on tc. The peer's mu is held.
+func (f *flusher) arm(tc *tconn) error {
+	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: int32(tc.fd)}
+	if tc.inEpoll {
+		return unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, tc.fd, &ev)
+	}
+	err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, tc.fd, &ev)
+	if err == unix.EEXIST {
+		err = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, tc.fd, &ev)
+	}
+	if err == nil {
+		tc.inEpoll = true
+	}
+	return err
+}
+
+// del forgets tc before its descriptor is closed. The peer's mu is held.
+func (f *flusher) del(tc *tconn) {
+	if tc.inEpoll {
+		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, tc.fd, nil)
+		tc.inEpoll = false
+	}
+}
+
+func (f *flusher) run() {
+	defer close(f.done)
+	var events [64]unix.EpollEvent
+	for {
+		n, err := unix.EpollWait(f.epfd, events[:], -1)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return
+		}
+		for i := 0; i < n; i++ {
+			fd := int(events[i].Fd)
+			if fd == f.efd {
+				return
+			}
+			f.t.mu.Lock()
+			tc := f.t.fds[fd]
+			f.t.mu.Unlock()
+			if tc == nil || tc.peer == nil {
+				continue
+			}
+			p := tc.peer
+			p.mu.Lock()
+			if tc.ready && !tc.closed && tc.inEpoll {
+				if err := p.flushLocked(tc); err != nil {
+					p.breakLocked(tc, err)
+				}
+			}
+			p.mu.Unlock()
+		}
+	}
+}
+
+func (f *flusher) close() {
+	var one [8]byte
+	one[0] = 1
+	_, _ = unix.Write(f.efd, one[:])
+	<-f.done
+	unix.Close(f.epfd)
+	unix.Close(f.efd)
+}
+
+// writev writes iovs to fd without allocating (x/sys's Writev builds its
+// iovec array on the heap).
+func writev(fd int, iovs []unix.Iovec) (int, error) {
+	for {
+		r, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iovs[0])), uintptr(len(iovs)))
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return 0, e
+		}
+		return int(r), nil
+	}
+}

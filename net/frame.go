@@ -1,0 +1,253 @@
+package net
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// Frame header, little-endian, 48 bytes:
+//
+//	off size field
+//	  0    2 magic (0x6667, "gf")
+//	  2    1 op
+//	  3    1 flags (transport.Header flags; for CTS: ctsDiscard)
+//	  4    1 kind (transport.Kind for EAGER and RTS, else 0)
+//	  5    3 reserved, zero
+//	  8    8 tag
+//	 16    8 data (remote CQ data; for CTS: the receiver's fetch id)
+//	 24    8 length (payload bytes following the header for HELLO, AUTH,
+//	         EAGER and DATA; the message length for RTS; the bytes wanted
+//	         for CTS; the credit returned for CREDIT)
+//	 32    8 cookie (RTS and CTS: the sender's cookie; DATA: the fetch id)
+//	 40    4 peer group id (EAGER and RTS; fi_av(3) PEER GROUPS), else 0
+//	 44    4 reserved, zero
+//	 48      total
+const (
+	hdrSize  = 48
+	magic    = 0x6667
+	helloLen = 64
+	authLen  = 32
+
+	// maxWireEager caps an EAGER payload on the wire whatever either side
+	// configured, so a receiver never needs more than this per message.
+	maxWireEager = 64 << 10
+	// maxMsgLen caps a rendezvous message (1 TiB): larger lengths are
+	// corruption.
+	maxMsgLen = 1 << 40
+	// maxCredit caps one CREDIT frame.
+	maxCredit = 1 << 32
+)
+
+// Operations.
+const (
+	opHello  uint8 = 1 // handshake: payload helloLen bytes
+	opAuth   uint8 = 2 // HMAC proof: payload authLen bytes
+	opEager  uint8 = 3 // a whole message: payload length bytes
+	opRTS    uint8 = 4 // ready to send: header only, length = message length
+	opCTS    uint8 = 5 // clear to send: length = bytes wanted
+	opData   uint8 = 6 // rendezvous payload: length bytes, cookie = fetch id
+	opCredit uint8 = 7 // receive-window credit returned
+	opLast         = opCredit
+)
+
+const ctsDiscard uint8 = 1 << 0
+
+// frame is a decoded header.
+type frame struct {
+	op, flags, kind uint8
+	group           uint32
+	tag, data       uint64
+	length, cookie  uint64
+}
+
+// errProto marks a frame that cannot be right; the connection is closed.
+var errProto = errors.New("net: protocol error")
+
+func putHeader(b []byte, f *frame) {
+	b = b[:hdrSize]
+	binary.LittleEndian.PutUint16(b[0:], magic)
+	b[2] = f.op
+	b[3] = f.flags
+	b[4] = f.kind
+	b[5], b[6], b[7] = 0, 0, 0
+	binary.LittleEndian.PutUint64(b[8:], f.tag)
+	binary.LittleEndian.PutUint64(b[16:], f.data)
+	binary.LittleEndian.PutUint64(b[24:], f.length)
+	binary.LittleEndian.PutUint64(b[32:], f.cookie)
+	binary.LittleEndian.PutUint32(b[40:], f.group)
+	binary.LittleEndian.PutUint32(b[44:], 0)
+}
+
+// decodeHeader parses and validates one header. Everything a peer can set
+// is checked here, before any length is used to size or read anything.
+func decodeHeader(b []byte, f *frame) error {
+	if len(b) < hdrSize {
+		return fmt.Errorf("%w: short header", errProto)
+	}
+	b = b[:hdrSize]
+	if binary.LittleEndian.Uint16(b[0:]) != magic {
+		return fmt.Errorf("%w: bad magic", errProto)
+	}
+	if b[5]|b[6]|b[7] != 0 || binary.LittleEndian.Uint32(b[44:]) != 0 {
+		return fmt.Errorf("%w: reserved bytes set", errProto)
+	}
+	*f = frame{
+		op:     b[2],
+		flags:  b[3],
+		kind:   b[4],
+		tag:    binary.LittleEndian.Uint64(b[8:]),
+		data:   binary.LittleEndian.Uint64(b[16:]),
+		length: binary.LittleEndian.Uint64(b[24:]),
+		cookie: binary.LittleEndian.Uint64(b[32:]),
+		group:  binary.LittleEndian.Uint32(b[40:]),
+	}
+	var maxLen uint64
+	wantKind := false
+	flagMask := uint8(0)
+	switch f.op {
+	case opHello:
+		if f.length != helloLen {
+			return fmt.Errorf("%w: hello length %d", errProto, f.length)
+		}
+		maxLen = helloLen
+	case opAuth:
+		if f.length != authLen {
+			return fmt.Errorf("%w: auth length %d", errProto, f.length)
+		}
+		maxLen = authLen
+	case opEager:
+		maxLen, wantKind, flagMask = maxWireEager, true, transport.FlagRemoteData
+	case opRTS:
+		maxLen, wantKind, flagMask = maxMsgLen, true, transport.FlagRemoteData
+	case opCTS:
+		maxLen, flagMask = maxMsgLen, ctsDiscard
+	case opData:
+		maxLen = maxMsgLen
+	case opCredit:
+		maxLen = maxCredit
+	default:
+		return fmt.Errorf("%w: op %d", errProto, f.op)
+	}
+	if f.length > maxLen {
+		return fmt.Errorf("%w: op %d length %d", errProto, f.op, f.length)
+	}
+	if f.flags&^flagMask != 0 {
+		return fmt.Errorf("%w: op %d flags %#x", errProto, f.op, f.flags)
+	}
+	if wantKind {
+		if k := transport.Kind(f.kind); k != transport.KindMsg && k != transport.KindTagged {
+			return fmt.Errorf("%w: kind %d", errProto, f.kind)
+		}
+	} else if f.kind != 0 || f.group != 0 {
+		return fmt.Errorf("%w: op %d kind %d group %d", errProto, f.op, f.kind, f.group)
+	}
+	return nil
+}
+
+// inbound is the part of gnet.Conn the decoder reads from: bytes already
+// received and buffered by the loop.
+type inbound interface {
+	InboundBuffered() int
+	Read(p []byte) (int, error)
+}
+
+// frameHandler receives decoded frames from a decoder.
+type frameHandler interface {
+	// frame handles a frame whose payload (HELLO, AUTH, EAGER) is fully
+	// buffered in src; the handler reads exactly f.length payload bytes.
+	// ok == false means "no room now": nothing was read and the decoder
+	// stops, to resume with the same frame on the next run.
+	frame(f *frame, src inbound) (ok bool, err error)
+	// dataStart announces a DATA frame of f.length bytes; dataChunk
+	// passes the next n bytes of it (n > 0), dataEnd its end.
+	dataStart(f *frame) error
+	dataChunk(src inbound, n int) error
+	dataEnd() error
+}
+
+// decoder turns a connection's byte stream into frames. It keeps only a
+// header's worth of state and never allocates: payloads are read by the
+// handler, directly into their destination, and only once fully buffered
+// (EAGER payloads are at most maxWireEager) or chunk by chunk (DATA).
+type decoder struct {
+	raw  [hdrSize]byte
+	f    frame
+	have bool   // f holds a decoded header whose frame is not finished
+	left uint64 // DATA bytes still to pass to the handler
+}
+
+// run decodes as many frames as src holds. stalled reports that the
+// handler had no room; err a protocol or handler error (the connection must
+// be closed).
+func (d *decoder) run(src inbound, h frameHandler) (stalled bool, err error) {
+	for {
+		if !d.have {
+			if src.InboundBuffered() < hdrSize {
+				return false, nil
+			}
+			if err := readFull(src, d.raw[:]); err != nil {
+				return false, err
+			}
+			if err := decodeHeader(d.raw[:], &d.f); err != nil {
+				return false, err
+			}
+			d.have = true
+			if d.f.op == opData {
+				if err := h.dataStart(&d.f); err != nil {
+					return false, err
+				}
+				d.left = d.f.length
+			}
+		}
+		switch d.f.op {
+		case opData:
+			for d.left > 0 {
+				n := src.InboundBuffered()
+				if n == 0 {
+					return false, nil
+				}
+				if uint64(n) > d.left {
+					n = int(d.left)
+				}
+				if err := h.dataChunk(src, n); err != nil {
+					return false, err
+				}
+				d.left -= uint64(n)
+			}
+			if err := h.dataEnd(); err != nil {
+				return false, err
+			}
+		case opHello, opAuth, opEager:
+			if uint64(src.InboundBuffered()) < d.f.length {
+				return false, nil
+			}
+			fallthrough
+		default:
+			ok, err := h.frame(&d.f, src)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				return true, nil
+			}
+		}
+		d.have = false
+	}
+}
+
+func readFull(src inbound, p []byte) error {
+	for len(p) > 0 {
+		n, err := src.Read(p)
+		if n == 0 {
+			if err == nil {
+				err = errProto
+			}
+			return fmt.Errorf("net: short read from buffer: %w", err)
+		}
+		p = p[n:]
+	}
+	return nil
+}

@@ -1,0 +1,78 @@
+package net
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// An engine that keeps polling borrows the loop and reads the sockets
+// itself; messages of every protocol still arrive intact and in order, and
+// sleeping in Wait hands the loop back.
+func TestOwnerPoll_SpinningPollDeliversInOrder(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	as, bs := newSink(), newSink()
+	p, _ := a.Resolve(b.Name())
+	sizes := []int{8, 4096, 40 << 10, 300 << 10}
+	const n = 400
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < n; i++ {
+		size := sizes[i%len(sizes)]
+		msg := pattern(size, byte(i))
+		h := &transport.Header{Kind: transport.KindTagged, Tag: uint64(i), Len: uint64(size)}
+		for {
+			_, c := a.Send(p, h, [][]byte{msg}, transport.Op(i+1))
+			if c == transport.OK {
+				break
+			}
+			if c != transport.EAgain {
+				t.Fatalf("Send: %d", c)
+			}
+			a.Poll(as)
+			b.Poll(bs)
+		}
+		for len(bs.arrivals) <= i { // spin: no Wait, so the loops get borrowed
+			if time.Now().After(deadline) {
+				t.Fatalf("message %d did not arrive", i)
+			}
+			a.Poll(as)
+			b.Poll(bs)
+		}
+		ar := bs.arrivals[i]
+		if ar.hdr.Tag != uint64(i) {
+			t.Fatalf("message %d arrived as %d", i, ar.hdr.Tag)
+		}
+		if ar.eager != nil {
+			if !bytes.Equal(ar.eager, msg) {
+				t.Fatalf("message %d corrupted", i)
+			}
+			continue
+		}
+		dst := make([]byte, size)
+		done, _, c := b.Fetch(ar.peer, ar.cookie, [][]byte{dst}, transport.Op(1000+i))
+		if c != transport.OK {
+			t.Fatalf("Fetch %d: %d", i, c)
+		}
+		for !done {
+			if time.Now().After(deadline) {
+				t.Fatalf("fetch %d did not finish", i)
+			}
+			a.Poll(as)
+			b.Poll(bs)
+			_, done = bs.fetchDone[transport.Op(1000+i)]
+		}
+		if r := bs.fetchDone[transport.Op(1000+i)]; r.code != transport.OK || !bytes.Equal(dst, msg) {
+			t.Fatalf("fetch %d: code %d, intact %v", i, r.code, bytes.Equal(dst, msg))
+		}
+	}
+	if a.parks.Load()+b.parks.Load() == 0 {
+		t.Fatal("spinning Poll never borrowed a loop")
+	}
+	b.Wait(time.Millisecond)
+	if b.parked.Load() {
+		t.Fatal("Wait left the loop parked")
+	}
+}

@@ -1,0 +1,450 @@
+package net
+
+import (
+	"net/netip"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// peer is one remote endpoint, identified by its listening address. Its
+// mutex guards the fields below it and every write to its connections'
+// sockets and send queues; it is taken before Transport.mu.
+type peer struct {
+	t    *Transport
+	idx  transport.Peer
+	ap   netip.AddrPort
+	addr []byte
+
+	mu         sync.Mutex
+	tx         *tconn   // the connection this side sends on
+	conns      []*tconn // attached connections (tx and any inbound ones)
+	instance   uint64   // the peer's instance id, 0 until a handshake
+	peerWindow int64    // the peer's receive window
+	epoch      uint32   // bumped whenever the peer is torn down
+	credit     int64    // bytes of EAGER/RTS frames we may still send
+	recvUsed   int64    // bytes received and not yet credited back
+	owed       int64    // bytes accepted by the engine, credit not yet sent
+	sends      slots[sendSlot]
+	fetches    slots[fetchSlot]
+
+	held []*[]byte // engine's goroutine only: refused records, in order
+}
+
+func newPeer(t *Transport, idx transport.Peer, ap netip.AddrPort) *peer {
+	return &peer{t: t, idx: idx, ap: ap, addr: encodeSockaddr(ap), credit: minWindow}
+}
+
+// sendSlot is a rendezvous send waiting for clear-to-send.
+type sendSlot struct {
+	gen    uint16
+	used   bool
+	op     transport.Op
+	length uint64
+	iov    [][]byte
+}
+
+// fetchSlot is a Fetch waiting for its DATA frame.
+type fetchSlot struct {
+	gen  uint16
+	used bool
+	op   transport.Op
+	cap  uint64
+	got  uint64
+	dst  [][]byte
+}
+
+type slot interface{ sendSlot | fetchSlot }
+
+// slots is a table of pending operations named on the wire by a 32-bit
+// cookie: generation << 16 | index. Freed entries are reused without
+// allocating.
+type slots[T slot] struct {
+	s    []*T
+	free []uint16
+}
+
+func (s *slots[T]) alloc() (*T, uint32) {
+	var i int
+	if n := len(s.free); n > 0 {
+		i = int(s.free[n-1])
+		s.free = s.free[:n-1]
+	} else if len(s.s) < maxPendingOps {
+		i = len(s.s)
+		s.s = append(s.s, new(T))
+	} else {
+		return nil, 0
+	}
+	e := s.s[i]
+	var gen uint16
+	switch v := any(e).(type) {
+	case *sendSlot:
+		v.gen++
+		v.used = true
+		gen = v.gen
+	case *fetchSlot:
+		v.gen++
+		v.used = true
+		gen = v.gen
+	}
+	return e, uint32(gen)<<16 | uint32(i)
+}
+
+func (s *slots[T]) get(cookie uint32) *T {
+	i := int(cookie & 0xffff)
+	if i >= len(s.s) {
+		return nil
+	}
+	e := s.s[i]
+	var gen uint16
+	var used bool
+	switch v := any(e).(type) {
+	case *sendSlot:
+		gen, used = v.gen, v.used
+	case *fetchSlot:
+		gen, used = v.gen, v.used
+	}
+	if !used || gen != uint16(cookie>>16) {
+		return nil
+	}
+	return e
+}
+
+func (s *slots[T]) put(cookie uint32) {
+	i := int(cookie & 0xffff)
+	switch v := any(s.s[i]).(type) {
+	case *sendSlot:
+		v.used = false
+		clear(v.iov)
+		v.iov = v.iov[:0]
+	case *fetchSlot:
+		v.used = false
+		clear(v.dst)
+		v.dst = v.dst[:0]
+	}
+	s.free = append(s.free, uint16(i))
+}
+
+// each calls fn for every pending entry with its cookie.
+func (s *slots[T]) each(fn func(*T, uint32)) {
+	for i, e := range s.s {
+		switch v := any(e).(type) {
+		case *sendSlot:
+			if v.used {
+				fn(e, uint32(v.gen)<<16|uint32(i))
+			}
+		case *fetchSlot:
+			if v.used {
+				fn(e, uint32(v.gen)<<16|uint32(i))
+			}
+		}
+	}
+}
+
+func iovLen(iov [][]byte) uint64 {
+	var n uint64
+	for _, b := range iov {
+		n += uint64(len(b))
+	}
+	return n
+}
+
+// Send starts a message to peer pi. Results:
+//
+//	(true, OK)       written to the socket; the buffers are free again
+//	(false, OK)      pending; SendDone(op, code) follows (rendezvous, or
+//	                 the bytes were copied into the send queue)
+//	(false, EAgain)  no credit or queue space now; nothing was sent
+//	(true, code)     failed at once (EInval, ECanceled, a socket error)
+func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
+	p := t.peer(pi)
+	if p == nil || iovLen(iov) != hdr.Len || hdr.Len > maxMsgLen ||
+		(hdr.Kind != transport.KindMsg && hdr.Kind != transport.KindTagged) ||
+		hdr.Flags&^transport.FlagRemoteData != 0 {
+		return true, transport.EInval
+	}
+	if t.closed.Load() {
+		return true, transport.ECanceled
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tc := p.tx
+	if tc == nil {
+		tc = p.dialLocked()
+	}
+	eager := hdr.Len <= uint64(t.cfg.MaxEager)
+	cost := int64(hdrSize)
+	f := frame{op: opRTS, flags: hdr.Flags, kind: uint8(hdr.Kind), group: hdr.Group, tag: hdr.Tag, data: hdr.Data, length: hdr.Len}
+	if eager {
+		f.op = opEager
+		cost += int64(hdr.Len)
+	}
+	if p.credit < cost {
+		return false, transport.EAgain
+	}
+	direct := tc.ready && tc.qh == len(tc.q) && len(iov) < maxIOV
+	if !direct && tc.queued+int(cost) > t.cfg.SendQueue {
+		return false, transport.EAgain
+	}
+	if !eager {
+		s, cookie := p.sends.alloc()
+		if s == nil {
+			return false, transport.EAgain
+		}
+		s.op, s.length = op, hdr.Len
+		s.iov = append(s.iov[:0], iov...)
+		f.cookie = uint64(cookie)
+		iov = nil
+	}
+	p.credit -= cost
+	putHeader(tc.hbuf[:], &f)
+	if !direct {
+		tc.enqueueCopy(tc.hbuf[:], iov, 0, op, eager)
+		return false, transport.OK
+	}
+	n, err := tc.writeDirect(tc.hbuf[:], iov)
+	switch {
+	case err == nil && n == int(cost):
+		if eager {
+			return true, transport.OK
+		}
+		return false, transport.OK
+	case err == nil || err == unix.EAGAIN:
+		tc.enqueueCopy(tc.hbuf[:], iov, n, op, eager)
+		if err := t.fl.arm(tc); err != nil {
+			p.breakLocked(tc, err)
+		}
+		return false, transport.OK
+	default:
+		p.breakLocked(tc, err)
+		if eager {
+			return true, codeOf(err)
+		}
+		return false, transport.OK // the slot fails with the connection
+	}
+}
+
+// Fetch asks the sender of a rendezvous message for its payload.
+func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op transport.Op) (bool, int, transport.Code) {
+	p := t.peer(pi)
+	if p == nil {
+		return true, 0, transport.EInval
+	}
+	if t.closed.Load() {
+		return true, 0, transport.ECanceled
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if uint32(cookie>>32) != p.epoch || p.tx == nil {
+		return true, 0, transport.EConnReset
+	}
+	total := iovLen(dst)
+	f := frame{op: opCTS, cookie: cookie & 0xffffffff}
+	if total == 0 {
+		p.controlLocked(&f)
+		return true, 0, transport.OK
+	}
+	s, id := p.fetches.alloc()
+	if s == nil {
+		return false, 0, transport.EAgain
+	}
+	s.op, s.cap, s.got = op, total, 0
+	s.dst = append(s.dst[:0], dst...)
+	f.data, f.length = uint64(id), total
+	p.controlLocked(&f)
+	return false, 0, transport.OK
+}
+
+// Discard tells the sender of a rendezvous message to complete it unsent.
+func (t *Transport) Discard(pi transport.Peer, cookie uint64) {
+	p := t.peer(pi)
+	if p == nil || t.closed.Load() {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if uint32(cookie>>32) != p.epoch || p.tx == nil {
+		return
+	}
+	f := frame{op: opCTS, flags: ctsDiscard, cookie: cookie & 0xffffffff}
+	p.controlLocked(&f)
+}
+
+// controlLocked sends a header-only frame (CTS, CREDIT) on the tx
+// connection. Control frames are bounded by the operations that cause them,
+// so they bypass the high-water mark.
+func (p *peer) controlLocked(f *frame) {
+	tc := p.tx
+	putHeader(tc.hbuf[:], f)
+	if tc.ready && tc.qh == len(tc.q) {
+		n, err := tc.writeDirect(tc.hbuf[:], nil)
+		if err == nil && n == hdrSize {
+			return
+		}
+		if err != nil && err != unix.EAGAIN {
+			p.breakLocked(tc, err)
+			return
+		}
+		tc.enqueueCopy(tc.hbuf[:], nil, n, 0, false)
+		if err := p.t.fl.arm(tc); err != nil {
+			p.breakLocked(tc, err)
+		}
+		return
+	}
+	tc.enqueueCopy(tc.hbuf[:], nil, 0, 0, false)
+}
+
+// sendDataLocked answers a clear-to-send: a DATA frame carrying want bytes
+// of the send's buffers, written without copying; SendDone follows when
+// the last byte is in the socket.
+func (p *peer) sendDataLocked(s *sendSlot, fetchID uint64, want uint64) {
+	tc := p.tx
+	f := frame{op: opData, length: want, cookie: fetchID}
+	putHeader(tc.hbuf[:], &f)
+	iov := s.iov
+	if want < s.length { // truncated receive: send a prefix
+		iov = truncIOV(tc, s.iov, want)
+	}
+	if tc.ready && tc.qh == len(tc.q) && len(iov) < maxIOV {
+		n, err := tc.writeDirect(tc.hbuf[:], iov)
+		if err == nil && n == hdrSize+int(want) {
+			p.t.push(event{kind: evSendDone, op: s.op})
+			return
+		}
+		if err != nil && err != unix.EAGAIN {
+			tc.enqueueRef(tc.hbuf[:], iov, 0, s.op)
+			p.breakLocked(tc, err)
+			return
+		}
+		tc.enqueueRef(tc.hbuf[:], iov, n, s.op)
+		if err := p.t.fl.arm(tc); err != nil {
+			p.breakLocked(tc, err)
+		}
+		return
+	}
+	tc.enqueueRef(tc.hbuf[:], iov, 0, s.op)
+	if tc.ready && tc.qh < len(tc.q) && !tc.inEpoll {
+		if err := p.flushLocked(tc); err != nil {
+			p.breakLocked(tc, err)
+		}
+	}
+}
+
+func truncIOV(tc *tconn, iov [][]byte, want uint64) [][]byte {
+	out := tc.trunc[:0]
+	for _, b := range iov {
+		if want == 0 {
+			break
+		}
+		if uint64(len(b)) > want {
+			b = b[:want]
+		}
+		out = append(out, b)
+		want -= uint64(len(b))
+	}
+	tc.trunc = out
+	return out
+}
+
+// returnCredit counts an accepted message and sends credit back once a
+// quarter of the window has been consumed.
+func (p *peer) returnCredit(epoch uint32, cost int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if epoch != p.epoch || p.tx == nil {
+		return
+	}
+	p.owed += int64(cost)
+	if p.owed < int64(p.t.cfg.Window)/4 {
+		return
+	}
+	f := frame{op: opCredit, length: uint64(p.owed)}
+	p.recvUsed -= p.owed
+	p.owed = 0
+	p.controlLocked(&f)
+}
+
+// hold keeps a refused record (engine's goroutine only).
+func (p *peer) hold(rec []byte) {
+	b := heldPool.Get().(*[]byte)
+	*b = append((*b)[:0], rec...)
+	p.held = append(p.held, b)
+}
+
+var heldPool = sync.Pool{New: func() any { return new([]byte) }}
+
+// breakLocked gives up on a connection after a write error: no more
+// writes; gnet closes it and OnClose tears the peer down.
+func (p *peer) breakLocked(tc *tconn, err error) {
+	if !tc.ready {
+		return
+	}
+	tc.ready = false
+	tc.werr = err
+	if tc.gc != nil {
+		_ = tc.gc.Close()
+	}
+}
+
+// teardownLocked fails everything owed by or to the peer with code, closes
+// its connections except keep, and reports PeerDown after the failures.
+func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
+	t := p.t
+	live := false
+	drop := func(tc *tconn) {
+		if tc == nil || tc == keep || tc.detached {
+			return
+		}
+		live = true
+		tc.detached = true
+		tc.ready = false
+		tc.closed = true
+		tc.failQueue(code)
+		t.fl.del(tc)
+		t.mu.Lock()
+		if t.fds[tc.fd] == tc {
+			delete(t.fds, tc.fd)
+		}
+		t.mu.Unlock()
+		if tc.gc != nil {
+			_ = tc.gc.Close()
+		}
+	}
+	drop(p.tx)
+	for _, tc := range p.conns {
+		drop(tc)
+	}
+	t.mu.Lock()
+	p.sends.each(func(s *sendSlot, c uint32) {
+		live = true
+		t.pushLocked(event{kind: evSendDone, op: s.op, code: code})
+		p.sends.put(c)
+	})
+	p.fetches.each(func(s *fetchSlot, c uint32) {
+		live = true
+		t.pushLocked(event{kind: evFetchDone, op: s.op, code: code})
+		p.fetches.put(c)
+	})
+	if live {
+		t.pushLocked(event{kind: evPeerDown, peer: p.idx, code: code})
+	}
+	t.mu.Unlock()
+	clear(p.conns)
+	p.conns = p.conns[:0]
+	p.tx = nil
+	if keep != nil {
+		p.conns = append(p.conns, keep)
+		p.tx = keep
+	}
+	p.epoch++
+	p.instance = 0
+	p.peerWindow = 0
+	p.credit = minWindow
+	p.recvUsed = 0
+	p.owed = 0
+	if live {
+		t.notify()
+	}
+}

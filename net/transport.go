@@ -1,0 +1,616 @@
+package net
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	stdnet "net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/panjf2000/gnet/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// Config configures one endpoint's transport. The zero value of every field
+// but Addr selects the default noted.
+type Config struct {
+	// Addr is the listening address, "host:port" ("127.0.0.1:0",
+	// "[::1]:7471"); port 0 picks a free port. The host is what Name
+	// reports and what peers use to identify this endpoint, so give a
+	// concrete address (not 0.0.0.0) when peers are on other hosts.
+	Addr string
+	// AuthKey, when set, must be shared by both ends: each connection
+	// proves knowledge of it with an HMAC-SHA256 over both handshakes.
+	// A peer without the key (or with another) is refused.
+	AuthKey []byte
+	// MaxEager is the largest payload sent eagerly (default 16 KiB, at most
+	// 64 KiB); larger messages use ready-to-send / clear-to-send.
+	MaxEager int
+	// Window is the receive window per peer in bytes of eager frames
+	// (default 1 MiB, at least 256 KiB): the most one peer can have
+	// buffered here before the engine accepts its messages.
+	Window int
+	// SendQueue is the high-water mark of bytes copied into one
+	// connection's send queue (default 4 MiB); above it Send returns EAgain.
+	SendQueue int
+	// Handoff is the size of the loop-to-Poll ring (default 4 MiB).
+	Handoff int
+	// DialTimeout bounds a connect (default 5 s).
+	DialTimeout time.Duration
+	// LoopOnly keeps Poll from borrowing the gnet loop to read sockets
+	// itself (see own.go); every byte is then read by the loop.
+	LoopOnly bool
+	// KeepAlive is the idle time before TCP keepalive probes start
+	// (default 5 s; probes every second, 3 of them). Negative disables.
+	KeepAlive time.Duration
+}
+
+const (
+	defaultMaxEager  = 16 << 10
+	defaultWindow    = 1 << 20
+	minWindow        = 256 << 10
+	defaultSendQueue = 4 << 20
+	defaultHandoff   = 4 << 20
+	maxPendingOps    = 1 << 15 // rendezvous sends or fetches per peer
+	pollBatch        = 256     // records delivered per Poll
+	protoVersion     = 1
+)
+
+func (c *Config) fill() error {
+	if c.Addr == "" {
+		return errors.New("net: Config.Addr is empty")
+	}
+	if c.MaxEager == 0 {
+		c.MaxEager = defaultMaxEager
+	}
+	if c.MaxEager < 0 || c.MaxEager > maxWireEager {
+		return fmt.Errorf("net: MaxEager %d out of [0, %d]", c.MaxEager, maxWireEager)
+	}
+	if c.Window == 0 {
+		c.Window = defaultWindow
+	}
+	if c.Window < minWindow || c.Window > maxCredit {
+		return fmt.Errorf("net: Window %d out of [%d, %d]", c.Window, minWindow, maxCredit)
+	}
+	if c.SendQueue == 0 {
+		c.SendQueue = defaultSendQueue
+	}
+	if c.SendQueue < 0 {
+		return fmt.Errorf("net: SendQueue %d < 0", c.SendQueue)
+	}
+	if c.Handoff == 0 {
+		c.Handoff = defaultHandoff
+	}
+	if c.Handoff < 4*(maxWireEager+msgRecHdr+8) {
+		return fmt.Errorf("net: Handoff %d too small", c.Handoff)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.KeepAlive == 0 {
+		c.KeepAlive = 5 * time.Second
+	}
+	return nil
+}
+
+// Transport is one endpoint's tcp transport; it implements
+// transport.Transport. Send, Fetch, Discard, Resolve, PeerAddr and Poll
+// must be serialised by the caller (the engine calls them from one
+// goroutine at a time); Name, MaxEager, Wait, Wake and Close are safe for
+// concurrent use.
+type Transport struct {
+	cfg      Config
+	name     []byte
+	instance uint64
+	pid      uint32
+
+	eng     gnet.Engine
+	lis     *loop
+	runDone chan error
+	ho      *handoff
+	fl      *flusher
+	dials   sync.WaitGroup
+
+	mu      sync.Mutex // peers, byAddr, done, stalled, fds; after peer.mu
+	peers   []*peer
+	byAddr  map[addrKey]transport.Peer
+	done    []event
+	stalled []*tconn
+	fds     map[int]*tconn
+	nDone   atomic.Int32 // len(done), readable without mu
+	nStall  atomic.Int32 // len(stalled)
+
+	sleeping atomic.Int32
+	bell     chan struct{}
+	waitMu   sync.Mutex
+	timer    *time.Timer
+
+	closing atomic.Bool
+	closed  atomic.Bool
+	sinkMu  sync.Mutex
+	sink    transport.Sink // the last Poll's sink, for Close
+
+	// Owner polling (own.go).
+	own         sync.Mutex // held by Poll while it reads sockets itself
+	pmu         sync.Mutex // pstate, pch
+	pstate      int
+	pch         chan struct{}
+	parked      atomic.Bool
+	parks       atomic.Int64 // times the loop was borrowed (tests)
+	parkedAt    time.Time
+	wantRelease atomic.Bool
+	el          atomic.Value // gnet.EventLoop
+	emptyPolls  int
+	owned       []*tconn
+
+	// Poll scratch (the engine's goroutine only).
+	hdr     transport.Header
+	events  []event
+	blocked []*peer // peers with held messages
+}
+
+var _ transport.Transport = (*Transport)(nil)
+
+type eventKind uint8
+
+const (
+	evSendDone eventKind = iota + 1
+	evFetchDone
+	evPeerDown
+)
+
+// event is a completion or peer failure waiting for Poll.
+type event struct {
+	kind eventKind
+	code transport.Code
+	peer transport.Peer
+	n    int
+	op   transport.Op
+}
+
+// Listen starts a transport listening on cfg.Addr.
+func Listen(cfg Config) (*Transport, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	ap, err := netip.ParseAddrPort(cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("net: Config.Addr: %w", err)
+	}
+	var idb [8]byte
+	if _, err := rand.Read(idb[:]); err != nil {
+		return nil, err
+	}
+	t := &Transport{
+		cfg:      cfg,
+		instance: binary.LittleEndian.Uint64(idb[:]) | 1,
+		pid:      uint32(os.Getpid()),
+		runDone:  make(chan error, 1),
+		byAddr:   make(map[addrKey]transport.Peer),
+		fds:      make(map[int]*tconn),
+		bell:     make(chan struct{}, 1),
+		timer:    time.NewTimer(time.Hour),
+	}
+	t.timer.Stop()
+	if t.ho, err = newHandoff(cfg.Handoff); err != nil {
+		return nil, fmt.Errorf("net: handoff ring: %w", err)
+	}
+	t.fl, err = newFlusher(t)
+	if err != nil {
+		return nil, err
+	}
+	t.lis = &loop{t: t, booted: make(chan struct{})}
+	network := "tcp4"
+	if !ap.Addr().Is4() {
+		network = "tcp6"
+	}
+	proto := network + "://" + ap.String()
+	go func() {
+		t.runDone <- gnet.Run(t.lis, proto,
+			gnet.WithMulticore(false),
+			gnet.WithNumEventLoop(1),
+			gnet.WithLoadBalancing(gnet.LeastConnections), // Register from other goroutines is race-free with it
+			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			gnet.WithLogger(nopLogger{}),
+			gnet.WithTicker(true),
+		)
+	}()
+	select {
+	case <-t.lis.booted:
+	case err := <-t.runDone:
+		t.fl.close()
+		if err == nil {
+			err = errors.New("net: gnet stopped at start")
+		}
+		return nil, fmt.Errorf("net: listen %s: %w", cfg.Addr, err)
+	}
+	if t.name == nil {
+		t.Close()
+		return nil, fmt.Errorf("net: listener address: %w", t.lis.nameErr)
+	}
+	return t, nil
+}
+
+// listenerName reads the bound address of the engine's listener.
+func listenerName(eng gnet.Engine) ([]byte, error) {
+	fd, err := eng.Dup()
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return nil, err
+	}
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return encodeSockaddr(netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))), nil
+	case *unix.SockaddrInet6:
+		return encodeSockaddr(netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port))), nil
+	}
+	return nil, errors.New("not an inet socket")
+}
+
+// Name returns the listening address as a sockaddr_in / sockaddr_in6.
+func (t *Transport) Name() []byte { return append([]byte(nil), t.name...) }
+
+// MaxEager returns the eager threshold.
+func (t *Transport) MaxEager() int { return t.cfg.MaxEager }
+
+// Resolve maps a sockaddr to a Peer, creating it on first use. It never
+// touches the network.
+func (t *Transport) Resolve(addr []byte) (transport.Peer, transport.Code) {
+	ap, err := parseSockaddr(addr)
+	if err != nil {
+		return 0, transport.EInval
+	}
+	if t.closed.Load() {
+		return 0, transport.ECanceled
+	}
+	t.mu.Lock()
+	p := t.peerLocked(ap)
+	t.mu.Unlock()
+	return p.idx, transport.OK
+}
+
+// peerLocked finds or creates the peer listening at ap. t.mu is held.
+func (t *Transport) peerLocked(ap netip.AddrPort) *peer {
+	k := keyOf(ap)
+	if i, ok := t.byAddr[k]; ok {
+		return t.peers[i]
+	}
+	p := newPeer(t, transport.Peer(len(t.peers)), ap)
+	t.byAddr[k] = p.idx
+	t.peers = append(t.peers, p)
+	return p
+}
+
+func (t *Transport) peer(i transport.Peer) *peer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if int(i) >= len(t.peers) {
+		return nil
+	}
+	return t.peers[i]
+}
+
+// PeerAddr returns the address a peer was resolved or announced with.
+func (t *Transport) PeerAddr(i transport.Peer) []byte {
+	p := t.peer(i)
+	if p == nil {
+		return nil
+	}
+	return append([]byte(nil), p.addr...)
+}
+
+// pushLocked queues an event for Poll; t.mu is held.
+func (t *Transport) pushLocked(e event) {
+	t.done = append(t.done, e)
+	t.nDone.Store(int32(len(t.done)))
+}
+
+func (t *Transport) push(e event) {
+	t.mu.Lock()
+	t.pushLocked(e)
+	t.mu.Unlock()
+	t.notify()
+}
+
+// notify wakes a goroutine sleeping in Wait. The sleeping flag is read
+// after the work was published (and Wait sets it before checking for
+// work), so no wake-up is lost, and an idle Wait costs the loop nothing.
+func (t *Transport) notify() {
+	if t.sleeping.Load() != 0 {
+		select {
+		case t.bell <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Wake makes a current or the next Wait return.
+func (t *Transport) Wake() {
+	select {
+	case t.bell <- struct{}{}:
+	default:
+	}
+}
+
+func (t *Transport) pending() bool {
+	return !t.ho.empty() || t.nDone.Load() != 0 || t.nStall.Load() != 0
+}
+
+// Wait sleeps until Poll may have work, Wake is called or timeout passes
+// (a negative timeout waits without limit; 0 returns at once).
+func (t *Transport) Wait(timeout time.Duration) {
+	t.sleeping.Add(1)
+	defer t.sleeping.Add(-1)
+	t.release() // nobody reads the sockets while we sleep but the loop
+	if t.pending() || t.closed.Load() {
+		return
+	}
+	if timeout == 0 {
+		return
+	}
+	if timeout < 0 { // no timeout
+		<-t.bell
+		return
+	}
+	if !t.waitMu.TryLock() {
+		select { // another goroutine owns the shared timer
+		case <-t.bell:
+		case <-time.After(timeout):
+		}
+		return
+	}
+	t.timer.Reset(timeout)
+	select {
+	case <-t.bell:
+	case <-t.timer.C:
+	}
+	t.timer.Stop()
+	t.waitMu.Unlock()
+}
+
+// Poll delivers completions, peer failures and inbound messages to sink.
+func (t *Transport) Poll(sink transport.Sink) bool {
+	if t.sink != sink {
+		t.sinkMu.Lock()
+		t.sink = sink
+		t.sinkMu.Unlock()
+	}
+	work := false
+	if !t.cfg.LoopOnly && t.parked.Load() {
+		t.own.Lock()
+		if t.parkedAt.IsZero() {
+			t.parkedAt = time.Now()
+		}
+		if t.ownerPoll() {
+			work = true
+		}
+		if !t.parked.Load() {
+			t.parkedAt = time.Time{}
+		}
+		t.own.Unlock()
+	}
+	if t.nDone.Load() != 0 {
+		t.mu.Lock()
+		t.events, t.done = t.done, t.events[:0]
+		t.nDone.Store(0)
+		t.mu.Unlock()
+		for i := range t.events {
+			e := &t.events[i]
+			switch e.kind {
+			case evSendDone:
+				sink.SendDone(e.op, e.code)
+			case evFetchDone:
+				sink.FetchDone(e.op, e.n, e.code)
+			case evPeerDown:
+				sink.PeerDown(e.peer, e.code)
+			}
+		}
+		work = true
+	}
+	if len(t.blocked) > 0 && t.retryHeld(sink) {
+		work = true
+	}
+	for n := 0; n < pollBatch; n++ {
+		rec := t.ho.peek()
+		if rec == nil {
+			break
+		}
+		work = true
+		t.deliver(sink, rec, false)
+		t.ho.consume()
+	}
+	t.ho.release()
+	if t.nStall.Load() != 0 {
+		t.unstall()
+	}
+	if work {
+		t.emptyPolls = 0
+	} else if t.emptyPolls++; t.emptyPolls%parkAfter == 0 && !t.cfg.LoopOnly {
+		t.requestPark()
+	}
+	return work
+}
+
+// deliver offers one record to the engine. A record of a peer that already
+// has held messages, or that the engine refuses, is copied aside and
+// offered again later, in order. held says rec is such a copy.
+func (t *Transport) deliver(sink transport.Sink, rec []byte, held bool) bool {
+	pi := transport.Peer(binary.LittleEndian.Uint32(rec[0:]))
+	p := t.peer(pi)
+	if !held && len(p.held) > 0 {
+		p.hold(rec)
+		return false
+	}
+	epoch := binary.LittleEndian.Uint32(rec[4:])
+	op := rec[8]
+	h := &t.hdr
+	h.Flags = rec[9]
+	h.Kind = transport.Kind(rec[10])
+	h.Group = binary.LittleEndian.Uint32(rec[12:])
+	h.Tag = binary.LittleEndian.Uint64(rec[16:])
+	h.Data = binary.LittleEndian.Uint64(rec[24:])
+	h.Len = binary.LittleEndian.Uint64(rec[32:])
+	cookie := binary.LittleEndian.Uint64(rec[40:])
+	var eager []byte
+	cost := hdrSize
+	if op == opEager {
+		eager = rec[msgRecHdr : msgRecHdr+int(h.Len)]
+		cost += int(h.Len)
+		cookie = 0
+	} else {
+		cookie = uint64(epoch)<<32 | cookie&0xffffffff
+	}
+	if !sink.Arrive(pi, h, eager, cookie) {
+		if !held {
+			p.hold(rec)
+			if len(p.held) == 1 {
+				t.blocked = append(t.blocked, p)
+			}
+		}
+		return false
+	}
+	p.returnCredit(epoch, cost)
+	return true
+}
+
+// retryHeld offers held messages again, oldest first, per peer.
+func (t *Transport) retryHeld(sink transport.Sink) bool {
+	work := false
+	keep := t.blocked[:0]
+	for _, p := range t.blocked {
+		for len(p.held) > 0 {
+			b := p.held[0]
+			if !t.deliver(sink, *b, true) {
+				break
+			}
+			work = true
+			p.held[0] = nil
+			p.held = p.held[1:]
+			heldPool.Put(b)
+		}
+		if len(p.held) > 0 {
+			keep = append(keep, p)
+		} else {
+			p.held = p.held[:0:0]
+		}
+	}
+	for i := len(keep); i < len(t.blocked); i++ {
+		t.blocked[i] = nil
+	}
+	t.blocked = keep
+	return work
+}
+
+// unstall resumes connections whose loop found the ring full.
+func (t *Transport) unstall() {
+	t.mu.Lock()
+	s := t.stalled
+	t.stalled = nil
+	t.nStall.Store(0)
+	t.mu.Unlock()
+	for _, tc := range s {
+		tc.stalled.Store(false)
+		if c := tc.gc; c != nil {
+			_ = c.Wake(nil)
+		}
+	}
+}
+
+// Close stops the gnet engine, closes every connection and fails held
+// operations with ECanceled through the sink of the last Poll.
+func (t *Transport) Close() error {
+	if !t.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	t.closing.Store(true)
+	t.release()
+	var err error
+	if t.eng.Validate() == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = t.eng.Stop(ctx)
+		cancel()
+	}
+	if e := <-t.runDone; err == nil && e != nil && !errors.Is(e, stdnet.ErrClosed) {
+		err = e
+	}
+	t.dials.Wait()
+	t.mu.Lock()
+	peers := append([]*peer(nil), t.peers...)
+	t.mu.Unlock()
+	for _, p := range peers {
+		p.mu.Lock()
+		p.teardownLocked(transport.ECanceled, nil)
+		p.mu.Unlock()
+	}
+	t.fl.close()
+	t.Wake()
+	t.sinkMu.Lock()
+	sink := t.sink
+	t.sinkMu.Unlock()
+	if sink != nil {
+		t.mu.Lock()
+		ev := t.done
+		t.done = nil
+		t.nDone.Store(0)
+		t.mu.Unlock()
+		for _, e := range ev {
+			switch e.kind {
+			case evSendDone:
+				sink.SendDone(e.op, e.code)
+			case evFetchDone:
+				sink.FetchDone(e.op, e.n, e.code)
+			case evPeerDown:
+				sink.PeerDown(e.peer, e.code)
+			}
+		}
+	}
+	return err
+}
+
+// codeOf maps a socket error to a libfabric errno.
+func codeOf(err error) transport.Code {
+	var errno unix.Errno
+	switch {
+	case err == nil:
+		return transport.EConnReset
+	case errors.As(err, &errno):
+		switch errno {
+		case unix.ECONNREFUSED:
+			return transport.EConnRefuse
+		case unix.ETIMEDOUT:
+			return transport.ETimedOut
+		case unix.EHOSTUNREACH, unix.ENETUNREACH:
+			return transport.EHostUnrch
+		case unix.ECONNRESET, unix.EPIPE:
+			return transport.EConnReset
+		}
+	}
+	var ne stdnet.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return transport.ETimedOut
+	}
+	if errors.Is(err, errProto) {
+		return transport.EIO
+	}
+	return transport.EConnReset
+}
+
+type nopLogger struct{}
+
+func (nopLogger) Debugf(string, ...any) {}
+func (nopLogger) Infof(string, ...any)  {}
+func (nopLogger) Warnf(string, ...any)  {}
+func (nopLogger) Errorf(string, ...any) {}
+func (nopLogger) Fatalf(string, ...any) {}
