@@ -75,26 +75,27 @@ go_bench() {
 }
 
 : >"$tmp/res"
+rec() { awk -v r="$r" '{ print $0, r }' >>"$tmp/res"; } # result line + round
 for r in $(seq 1 "$ROUNDS"); do
 	echo "round $r/$ROUNDS" >&2
 	if [ $have_fi = 1 ]; then
 		if v=$(fi_pp 8 "$PP8_ITERS"); then
 			set -- $v
-			echo "lib_lat8 $(awk -v x="$1" 'BEGIN{print x*1000}')" >>"$tmp/res"
-			echo "lib_rate8 $(awk -v x="$1" 'BEGIN{print 1e6/x}')" >>"$tmp/res"
+			echo "lib_lat8 $(awk -v x="$1" 'BEGIN{print x*1000}')" | rec
+			echo "lib_rate8 $(awk -v x="$1" 'BEGIN{print 1e6/x}')" | rec
 		fi
 	fi
-	v=$(go_bench 'FiPingPong/prov=shm/size=8B$' "$((PP8_ITERS * 2))" ns/oneway) && echo "our_lat8 $v" >>"$tmp/res"
-	v=$(go_bench 'FiMsgRate/size=8B/gofi$' "$RATE_N" msgs/s) && echo "our_rate8 $v" >>"$tmp/res"
+	v=$(go_bench 'FiPingPong/prov=shm/size=8B$' "$((PP8_ITERS * 2))" ns/oneway) && echo "our_lat8 $v" | rec
+	v=$(go_bench 'FiMsgRate/size=8B/gofi$' "$RATE_N" msgs/s) && echo "our_rate8 $v" | rec
 	if [ $have_fi = 1 ]; then
 		if v=$(fi_pp 1048576 "$PP1M_ITERS"); then
 			set -- $v
-			echo "lib_bw1m $(awk -v x="$1" 'BEGIN{print 1048576/x}')" >>"$tmp/res"
+			echo "lib_bw1m $(awk -v x="$1" 'BEGIN{print 1048576/x}')" | rec
 		fi
 	fi
 	v=$(go_bench 'FiPingPong/prov=shm/size=1MiB$' "$PP1M_ITERS" ns/oneway) &&
-		echo "our_bw1m $(awk -v x="$v" 'BEGIN{print 1048576/x*1000}')" >>"$tmp/res"
-	v=$(go_bench 'FiStream/size=1MiB/gofi$' "$STREAM_N" MB/s) && echo "our_stream1m $v" >>"$tmp/res"
+		echo "our_bw1m $(awk -v x="$v" 'BEGIN{print 1048576/x*1000}')" | rec
+	v=$(go_bench 'FiStream/size=1MiB/gofi$' "$STREAM_N" MB/s) && echo "our_stream1m $v" | rec
 done
 
 med() {
@@ -103,18 +104,26 @@ med() {
 }
 all() { awk -v k="$1" '$1 == k { printf "%s ", $2 }' "$tmp/res"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+# median over rounds of ours/libfabric within the round: a round where the
+# shared machine stalled both sides still gives a fair ratio
+rmed() {
+	awk -v o="$1" -v l="$2" '$1 == o { a[$3] = $2 } $1 == l { b[$3] = $2 }
+		END { for (r in a) if ((r in b) && b[r] > 0) printf "%.4f\n", a[r] / b[r] }' "$tmp/res" | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) printf "%.2f", a[(NR+1)/2]; else printf "%.2f", (a[NR/2] + a[NR/2+1]) / 2 }'
+}
 
 echo
 echo "medians of $ROUNDS alternating rounds (all runs in brackets)"
-printf '%-34s %14s %14s %8s\n' "metric" "gofi" "libfabric" "ratio"
-line() { # label ours lib unit target
+printf '%-34s %14s %14s %8s %8s\n' "metric" "gofi" "libfabric" "ratio" "r-ratio"
+line() { # label ours lib target
 	local o l
 	o=$(med "$2")
 	l=$(med "$3")
-	printf '%-34s %14s %14s %8s   (%s)\n' "$1" "$o" "$l" "$(ratio "$o" "$l")" "$4"
+	printf '%-34s %14s %14s %8s %8s   (%s)\n' "$1" "$o" "$l" "$(ratio "$o" "$l")" "$(rmed "$2" "$3")" "$4"
 	echo "    gofi [$(all "$2")]  libfabric [$(all "$3")]"
 }
 line "8 B one-way latency (ns)" our_lat8 lib_lat8 "target <= 1.00"
 line "8 B message rate (msgs/s)" our_rate8 lib_rate8 "target >= 1.00; libfabric: ping-pong rate"
 line "1 MiB ping-pong bandwidth (MB/s)" our_bw1m lib_bw1m "target >= 1.00"
 line "1 MiB streaming bandwidth (MB/s)" our_stream1m lib_bw1m "target >= 1.00; libfabric: ping-pong"
+echo "ratio: of the medians; r-ratio: median of the per-round ratios"
