@@ -81,11 +81,12 @@ type TransportConfig struct {
 	// NoCMA disables single copy, forcing segments (tests, or a platform
 	// that forbids process_vm_readv).
 	NoCMA bool
-	// CMAMin is the smallest rendezvous payload fetched with single copy;
-	// smaller ones stream through the ring in segments after a CTS. 0
-	// takes the start-up probe's Threshold (ProbeCMA), which is "never"
-	// where two pipelined copies through the ring beat process_vm_readv
-	// (as on the development machine: 22 vs 7.6 GB/s).
+	// CMAMin is the smallest rendezvous payload always fetched with
+	// single copy; below 256 KiB payloads stream through the ring in
+	// segments after a CTS, and in between the transport picks whichever
+	// has been faster lately (see adaptMin). 0 takes the start-up probe's
+	// Threshold (ProbeCMA), or none when the probe found two copies
+	// cheaper (as on the development machine: copy 22 vs 7.6 GB/s).
 	CMAMin int
 	// PeerTimeout is how long a peer may leave an operation unanswered
 	// before its liveness is checked (default 100 ms). A dead peer's
@@ -111,7 +112,10 @@ type Transport struct {
 	bell   *Doorbell
 	seen   uint32 // connection sequence last handled
 	cma    bool
-	cmaMin int // smallest payload fetched with single copy
+	cmaMin int // smallest payload always fetched with single copy
+	// recent rates (bytes/ns) of big fetches by method, for pickCMA
+	rateCMA, rateSeg float64
+	bigFetches       uint32
 
 	peers   []*peer
 	byName  map[string]transport.Peer
@@ -185,9 +189,10 @@ type stream struct {
 type fetchSeg struct {
 	op    transport.Op
 	dst   [][]byte
-	total int // message length
-	got   int // bytes of the message received so far
-	n     int // bytes written into dst
+	total int       // message length
+	got   int       // bytes of the message received so far
+	n     int       // bytes written into dst
+	start time.Time // when the CTS went out, for the rate estimate (big fetches only)
 }
 
 type ctrl struct {
@@ -520,9 +525,17 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	for i := 0; i < r.niov; i++ {
 		total += int(r.size[i])
 	}
-	if t.cma && total >= t.cmaMin {
+	big := total >= adaptMin
+	if t.cma && (total >= t.cmaMin || big && t.pickCMA()) {
+		var start time.Time
+		if big {
+			start = time.Now()
+		}
 		n, err := t.readPeer(p, r, dst)
 		if err == nil {
+			if big {
+				noteRate(&t.rateCMA, total, time.Since(start))
+			}
 			t.dropRTS(p, cookie)
 			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
 			return true, n, 0
@@ -548,12 +561,49 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	}
 	f := t.newFetch()
 	f.op, f.dst, f.total = op, append(f.dst[:0], dst...), total
+	if big && t.cma {
+		f.start = time.Now()
+	}
 	p.fetch[cookie] = f
 	if p.since.IsZero() {
 		p.since = time.Now()
 	}
 	t.markBusy(p) // so progressBusy checks the sender's liveness while we wait
 	return false, 0, 0
+}
+
+// Big rendezvous messages (adaptMin up to CMAMin) take whichever of single
+// copy and segments has been faster lately. Which one wins depends on where
+// the host put the two processes: measured on the development machine at
+// 1 MiB, segments ran 31 us one-way with the vCPUs close (the two copies
+// overlap in cache) but 520 us with them far apart, where single copy ran
+// 70-80 us either way (as libfabric does). Every fetch of that size updates
+// its method's rate (an average over the last few) and every 64th tries
+// the other method (a few percent of cost either way), so a change of
+// placement is noticed within a hundred or so big messages.
+const adaptMin = 256 << 10
+
+func (t *Transport) pickCMA() bool {
+	t.bigFetches++
+	switch {
+	case t.rateSeg == 0:
+		return false
+	case t.rateCMA == 0:
+		return true
+	case t.bigFetches%64 == 0:
+		return t.rateCMA < t.rateSeg // explore the one that looks worse
+	}
+	return t.rateCMA >= t.rateSeg
+}
+
+// noteRate folds one transfer (n bytes in d) into a rate in bytes per ns.
+func noteRate(rate *float64, n int, d time.Duration) {
+	r := float64(n) / float64(max(d, 1))
+	if *rate == 0 {
+		*rate = r
+		return
+	}
+	*rate = 0.5**rate + 0.5*r
 }
 
 // readPeer copies from the sender's iov into dst with process_vm_readv.
@@ -1023,6 +1073,9 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			f.n += scatter(f.dst, f.got, b[16:])
 			f.got += len(b) - 16
 			if f.got == f.total {
+				if !f.start.IsZero() {
+					noteRate(&t.rateSeg, f.total, time.Since(f.start))
+				}
 				delete(p.fetch, cookie)
 				s.FetchDone(f.op, f.n, 0)
 				t.putFetch(f)
