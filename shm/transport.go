@@ -192,7 +192,9 @@ type fetchSeg struct {
 	total int       // message length
 	got   int       // bytes of the message received so far
 	n     int       // bytes written into dst
-	start time.Time // when the CTS went out, for the rate estimate (big fetches only)
+	timed bool      // big fetch with a choice of method: feeds rateSeg
+	start time.Time // arrival of the first segment (timed fetches)
+	first int       // bytes of the first segment
 }
 
 type ctrl struct {
@@ -561,9 +563,7 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	}
 	f := t.newFetch()
 	f.op, f.dst, f.total = op, append(f.dst[:0], dst...), total
-	if big && t.cma {
-		f.start = time.Now()
-	}
+	f.timed = big && t.cma
 	p.fetch[cookie] = f
 	if p.since.IsZero() {
 		p.since = time.Now()
@@ -1070,11 +1070,17 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			if !ok || off != uint64(f.got) || f.got+len(b)-16 > f.total {
 				return did, ErrCorrupt
 			}
+			if f.timed && f.got == 0 {
+				// Time from the first segment on: with several messages in
+				// flight, the wait for the CTS and for the sender to finish
+				// the messages ahead of this one is queueing, not transfer.
+				f.start, f.first = time.Now(), len(b)-16
+			}
 			f.n += scatter(f.dst, f.got, b[16:])
 			f.got += len(b) - 16
 			if f.got == f.total {
-				if !f.start.IsZero() {
-					noteRate(&t.rateSeg, f.total, time.Since(f.start))
+				if f.timed && f.total > f.first {
+					noteRate(&t.rateSeg, f.total-f.first, time.Since(f.start))
 				}
 				delete(p.fetch, cookie)
 				s.FetchDone(f.op, f.n, 0)
