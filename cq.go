@@ -165,6 +165,10 @@ func (cq *CQ) read(entries []CQEntry, timeout time.Duration, block bool) (int, e
 }
 
 func (cq *CQ) convert(dst *CQEntry, e *engine.Entry) {
+	if cq.format == CQFormatTagged { // the default: every field, one write each
+		*dst = CQEntry{Context: e.Context, Flags: Flags(e.Flags), Len: e.Len, Buf: e.Buf, Data: e.Data, Tag: e.Tag, Src: Addr(e.Src)}
+		return
+	}
 	*dst = CQEntry{Context: e.Context, Src: Addr(e.Src)}
 	if cq.format >= CQFormatMsg {
 		dst.Flags, dst.Len = Flags(e.Flags), e.Len

@@ -48,5 +48,8 @@ func sizeName(n int) string {
 	if n >= 1<<20 {
 		return fmt.Sprintf("%dMiB", n>>20)
 	}
+	if n < 1<<10 {
+		return fmt.Sprintf("%dB", n)
+	}
 	return fmt.Sprintf("%dKiB", n>>10)
 }

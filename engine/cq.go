@@ -247,7 +247,7 @@ func (cq *CQ) take(max int, put func(*Entry)) (int, Code) {
 			break
 		}
 		put(e)
-		*e = Entry{} // drop references for the GC
+		e.Context, e.Buf = nil, nil // drop references for the GC; Push rewrites the rest
 		cq.head++
 		n++
 		if len(cq.over) > 0 {

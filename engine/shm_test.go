@@ -21,7 +21,7 @@ func TestEndpointOverShm(t *testing.T) {
 			defer func() { makeTransports = old }()
 			makeTransports = func(t *testing.T, maxEager int) (*hub, transport.Transport, transport.Transport) {
 				mk := func() transport.Transport {
-					tr, err := shm.NewTransport(shm.TransportConfig{MaxEager: maxEager, NoCMA: !cma})
+					tr, err := shm.NewTransport(shm.TransportConfig{MaxEager: maxEager, NoCMA: !cma, CMAMin: 1})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -355,6 +355,15 @@ func (r *Ring) Empty() bool {
 	return true
 }
 
+// Ready reports whether Peek may find a record: the consumer has records
+// below its cached tail, or the producer published past the consumer's
+// position (one atomic load of the shared tail, which stays in the
+// consumer's cache until the producer writes it). It changes nothing, so a
+// poller can ask many rings cheaply and drain only those that answer true.
+func (r *Ring) Ready() bool {
+	return r.c.head != r.c.tail || r.tail.Load() != r.c.head
+}
+
 // Len returns the bytes of published, unconsumed records (headers and
 // padding included) as seen by the consumer.
 func (r *Ring) Len() int {

@@ -20,16 +20,24 @@ func Guard(f func()) (err error) {
 	defer func() {
 		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
-			re, ok := r.(runtime.Error)
-			fa, hasAddr := r.(interface{ Addr() uintptr })
-			if !ok || !hasAddr {
-				panic(r)
-			}
-			err = fmt.Errorf("%w at address %#x: %v", ErrFault, fa.Addr(), re)
+			err = faultError(r)
 		}
 	}()
 	f()
 	return nil
+}
+
+// faultError turns a value recovered under panic-on-fault into the error
+// Guard returns. Any other panic is re-raised. Hot loops inline Guard's
+// pattern (SetPanicOnFault, a deferred recover calling this) to avoid the
+// closure call.
+func faultError(r any) error {
+	re, ok := r.(runtime.Error)
+	fa, hasAddr := r.(interface{ Addr() uintptr })
+	if !ok || !hasAddr {
+		panic(r)
+	}
+	return fmt.Errorf("%w at address %#x: %v", ErrFault, fa.Addr(), re)
 }
 
 // GuardedCopy copies src into dst like copy, under Guard.

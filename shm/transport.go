@@ -4,8 +4,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -56,6 +58,12 @@ const (
 	rtsFixed   = msgHdrLen + 16
 	maxRTSIOV  = 8
 	pollBudget = 64 // records drained from one ring per Poll before moving on
+	// directMax is the number of inbound peers up to which Poll looks at
+	// their rings' tails directly before consulting the bitmap: one load
+	// per ring, a cache hit until the sender publishes, where the bitmap
+	// costs the receiver a swap of a line the sender wrote (two more
+	// cross-core transfers on the latency path).
+	directMax = 8
 )
 
 // TransportConfig sizes a Transport. Zero fields take the defaults.
@@ -73,6 +81,13 @@ type TransportConfig struct {
 	// NoCMA disables single copy, forcing segments (tests, or a platform
 	// that forbids process_vm_readv).
 	NoCMA bool
+	// CMAMin is the smallest rendezvous payload always fetched with
+	// single copy; below 256 KiB payloads stream through the ring in
+	// segments after a CTS, and in between the transport picks whichever
+	// has been faster lately (see adaptMin). 0 takes the start-up probe's
+	// Threshold (ProbeCMA), or none when the probe found two copies
+	// cheaper (as on the development machine: copy 22 vs 7.6 GB/s).
+	CMAMin int
 	// PeerTimeout is how long a peer may leave an operation unanswered
 	// before its liveness is checked (default 100 ms). A dead peer's
 	// operations fail with ECONNRESET.
@@ -97,19 +112,29 @@ type Transport struct {
 	bell   *Doorbell
 	seen   uint32 // connection sequence last handled
 	cma    bool
+	cmaMin int // smallest payload always fetched with single copy
+	// recent rates (bytes/ns) of big fetches by method, for pickCMA
+	rateCMA, rateSeg float64
+	bigFetches       uint32
 
 	peers   []*peer
 	byName  map[string]transport.Peer
 	inbound []*peer // by peer-table slot
+	direct  []*peer // the inbound peers, polled directly when few
+	cur     *peer   // peer whose ring sweep is touching (fault attribution)
 	busy    []*peer // peers with outbound work pending
 	inWords int     // bitmap words covering the inbound slots in use
 
 	nextCookie uint64
-	hdr        transport.Header // scratch for Sink.Arrive (a local would escape)
-	sink       transport.Sink
-	woken      atomic.Bool
-	closed     bool
-	lastCheck  time.Time
+	// free lists for the rendezvous bookkeeping (no allocation per message)
+	heldFree  []*held
+	rtsFree   []*rts
+	fetchFree []*fetchSeg
+	hdr       transport.Header // scratch for Sink.Arrive (a local would escape)
+	sink      transport.Sink
+	woken     atomic.Bool
+	closed    bool
+	lastCheck time.Time
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -131,7 +156,7 @@ type peer struct {
 	bit      int  // our bit at the receiver, -1 until accepted
 	inBusy   bool // listed in Transport.busy
 	ctrl     []ctrl
-	streams  []*stream // rendezvous sends streaming segments after CTS
+	streams  []stream // rendezvous sends streaming segments after CTS
 	held     map[uint64]*held
 	since    time.Time // oldest unanswered operation, for liveness checks
 	failSend bool      // outbound broken: sends fail
@@ -164,9 +189,12 @@ type stream struct {
 type fetchSeg struct {
 	op    transport.Op
 	dst   [][]byte
-	total int // message length
-	got   int // bytes of the message received so far
-	n     int // bytes written into dst
+	total int       // message length
+	got   int       // bytes of the message received so far
+	n     int       // bytes written into dst
+	timed bool      // big fetch with a choice of method: feeds rateSeg
+	start time.Time // arrival of the first segment (timed fetches)
+	first int       // bytes of the first segment
 }
 
 type ctrl struct {
@@ -206,6 +234,13 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		bell: r.Doorbell(), byName: map[string]transport.Peer{},
 		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && !cmaDisabledByEnv() && ProbeCMA().Available}
 	t.seen = r.ConnQueue().Seq()
+	t.cmaMin = cfg.CMAMin
+	if t.cmaMin <= 0 {
+		t.cmaMin = ProbeCMA().Threshold
+		if t.cmaMin <= 0 {
+			t.cmaMin = math.MaxInt
+		}
+	}
 	return t, nil
 }
 
@@ -446,7 +481,9 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	if len(p.held) == 0 {
 		p.since = time.Now()
 	}
-	p.held[cookie] = &held{op: op, iov: iov, n: n}
+	h := t.newHeld()
+	h.op, h.iov, h.n = op, iov, n
+	p.held[cookie] = h
 	t.markBusy(p)
 	t.kick(p)
 	return false, 0
@@ -486,9 +523,21 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		t.dropRTS(p, cookie)
 		return true, 0, p.errCode()
 	}
-	if t.cma {
+	total := 0
+	for i := 0; i < r.niov; i++ {
+		total += int(r.size[i])
+	}
+	big := total >= adaptMin
+	if t.cma && (total >= t.cmaMin || big && t.pickCMA()) {
+		var start time.Time
+		if big {
+			start = time.Now()
+		}
 		n, err := t.readPeer(p, r, dst)
 		if err == nil {
+			if big {
+				noteRate(&t.rateCMA, total, time.Since(start))
+			}
 			t.dropRTS(p, cookie)
 			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
 			return true, n, 0
@@ -504,10 +553,6 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		}
 		t.cma = false // the kernel refuses single copy: segments from now on
 	}
-	total := 0
-	for i := 0; i < r.niov; i++ {
-		total += int(r.size[i])
-	}
 	t.dropRTS(p, cookie)
 	if c := t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie}); c != 0 {
 		// The sender cannot be reached (it died after announcing): nobody
@@ -516,12 +561,49 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		t.fail(p, c)
 		return true, 0, c
 	}
-	p.fetch[cookie] = &fetchSeg{op: op, dst: append([][]byte(nil), dst...), total: total}
+	f := t.newFetch()
+	f.op, f.dst, f.total = op, append(f.dst[:0], dst...), total
+	f.timed = big && t.cma
+	p.fetch[cookie] = f
 	if p.since.IsZero() {
 		p.since = time.Now()
 	}
 	t.markBusy(p) // so progressBusy checks the sender's liveness while we wait
 	return false, 0, 0
+}
+
+// Big rendezvous messages (adaptMin up to CMAMin) take whichever of single
+// copy and segments has been faster lately. Which one wins depends on where
+// the host put the two processes: measured on the development machine at
+// 1 MiB, segments ran 31 us one-way with the vCPUs close (the two copies
+// overlap in cache) but 520 us with them far apart, where single copy ran
+// 70-80 us either way (as libfabric does). Every fetch of that size updates
+// its method's rate (an average over the last few) and every 64th tries
+// the other method (a few percent of cost either way), so a change of
+// placement is noticed within a hundred or so big messages.
+const adaptMin = 256 << 10
+
+func (t *Transport) pickCMA() bool {
+	t.bigFetches++
+	switch {
+	case t.rateSeg == 0:
+		return false
+	case t.rateCMA == 0:
+		return true
+	case t.bigFetches%64 == 0:
+		return t.rateCMA < t.rateSeg // explore the one that looks worse
+	}
+	return t.rateCMA >= t.rateSeg
+}
+
+// noteRate folds one transfer (n bytes in d) into a rate in bytes per ns.
+func noteRate(rate *float64, n int, d time.Duration) {
+	r := float64(n) / float64(max(d, 1))
+	if *rate == 0 {
+		*rate = r
+		return
+	}
+	*rate = 0.5**rate + 0.5*r
 }
 
 // readPeer copies from the sender's iov into dst with process_vm_readv.
@@ -565,7 +647,51 @@ func (t *Transport) pendingRTS(p *peer, cookie uint64) (*rts, bool) {
 	return r, ok
 }
 
-func (t *Transport) dropRTS(p *peer, cookie uint64) { delete(p.rtsMap(), cookie) }
+func (t *Transport) dropRTS(p *peer, cookie uint64) {
+	m := p.rtsMap()
+	if r, ok := m[cookie]; ok {
+		delete(m, cookie)
+		t.rtsFree = append(t.rtsFree, r)
+	}
+}
+
+func (t *Transport) newRTS() *rts {
+	if n := len(t.rtsFree); n > 0 {
+		r := t.rtsFree[n-1]
+		t.rtsFree = t.rtsFree[:n-1]
+		return r
+	}
+	return &rts{}
+}
+
+func (t *Transport) newHeld() *held {
+	if n := len(t.heldFree); n > 0 {
+		h := t.heldFree[n-1]
+		t.heldFree = t.heldFree[:n-1]
+		return h
+	}
+	return &held{}
+}
+
+func (t *Transport) putHeld(h *held) {
+	*h = held{}
+	t.heldFree = append(t.heldFree, h)
+}
+
+func (t *Transport) newFetch() *fetchSeg {
+	if n := len(t.fetchFree); n > 0 {
+		f := t.fetchFree[n-1]
+		t.fetchFree = t.fetchFree[:n-1]
+		return f
+	}
+	return &fetchSeg{}
+}
+
+func (t *Transport) putFetch(f *fetchSeg) {
+	clear(f.dst)
+	*f = fetchSeg{dst: f.dst[:0]}
+	t.fetchFree = append(t.fetchFree, f)
+}
 
 // rtsMap lazily creates the peer's table of announced messages.
 func (p *peer) rtsMap() map[uint64]*rts {
@@ -594,8 +720,8 @@ func (t *Transport) flush(p *peer) {
 		return
 	}
 	wrote := false
-	for len(p.ctrl) > 0 {
-		c := p.ctrl[0]
+	sent := 0
+	for _, c := range p.ctrl {
 		size := 12
 		if c.typ == recCTS {
 			size = 8
@@ -609,15 +735,15 @@ func (t *Transport) flush(p *peer) {
 			binary.LittleEndian.PutUint32(b[8:], c.status)
 		}
 		_ = p.out.Commit(c.typ, size)
-		p.ctrl = p.ctrl[1:]
+		sent++
 		wrote = true
 	}
-	if len(p.ctrl) == 0 {
-		p.ctrl = p.ctrl[:0]
+	if sent > 0 { // keep the array: control records must not allocate
+		p.ctrl = p.ctrl[:copy(p.ctrl, p.ctrl[sent:])]
 	}
 	seg := min(p.out.MaxPayload()-16, 64<<10)
 	for len(p.ctrl) == 0 && len(p.streams) > 0 {
-		s := p.streams[0]
+		s := &p.streams[0]
 		k := min(seg, s.h.n-s.off)
 		b, err := p.out.Reserve(16 + k)
 		if err != nil {
@@ -627,13 +753,19 @@ func (t *Transport) flush(p *peer) {
 		binary.LittleEndian.PutUint64(b[8:], uint64(s.off))
 		gather(b[16:16+k], s.h.iov, s.off)
 		_ = p.out.Commit(recSeg, 16+k)
+		// Publish every segment: the receiver copies it out while the
+		// next one is copied in (two cores, one pipeline).
+		p.out.Publish()
+		t.kick(p)
+		wrote = false
 		s.off += k
-		wrote = true
 		if s.off == s.h.n {
-			p.streams = p.streams[1:]
+			h := s.h
+			p.streams = p.streams[:copy(p.streams, p.streams[1:])]
 			if t.sink != nil {
-				t.sink.SendDone(s.h.op, 0)
+				t.sink.SendDone(h.op, 0)
 			}
+			t.putHeld(h)
 		}
 	}
 	if wrote {
@@ -691,11 +823,18 @@ func (t *Transport) Poll(s transport.Sink) bool {
 		t.accept()
 		did = true
 	}
-	for w := 0; w < t.inWords; w++ {
-		for v := t.bits.Take(w); v != 0; v &= v - 1 {
-			i := w*64 + bits.TrailingZeros64(v)
-			if p := t.inbound[i]; p != nil && t.drain(p, s) {
-				did = true
+	// With few inbound peers their tails are checked first; the bitmap
+	// (which senders keep setting) is taken only when that found nothing,
+	// so it is cleared off the latency path and never loses a ring.
+	if n := len(t.direct); n > 0 && n <= directMax && t.sweep(s) {
+		did = true
+	} else {
+		for w := 0; w < t.inWords; w++ {
+			for v := t.bits.Take(w); v != 0; v &= v - 1 {
+				i := w*64 + bits.TrailingZeros64(v)
+				if p := t.inbound[i]; p != nil && t.drain(p, s) {
+					did = true
+				}
 			}
 		}
 	}
@@ -755,12 +894,19 @@ func (t *Transport) accept() {
 		}
 		p.inSeg, p.in, p.inIdx, p.pid = seg, in, slot, req.SenderPID
 		t.inbound[slot] = p
+		t.direct = append(t.direct, p)
 		t.inWords = max(t.inWords, slot/64+1)
 		_ = t.bits.Set(slot) // records written before the accept
 	}
 }
 
 func (t *Transport) dropInbound(p *peer) {
+	for i, q := range t.direct {
+		if q == p {
+			t.direct = append(t.direct[:i], t.direct[i+1:]...)
+			break
+		}
+	}
 	if p.inIdx >= 0 {
 		t.inbound[p.inIdx] = nil
 		_ = t.region.Peers().Clear(p.inIdx)
@@ -771,30 +917,75 @@ func (t *Transport) dropInbound(p *peer) {
 	p.in, p.inSeg, p.inIdx = nil, nil, -1
 }
 
-// drain handles up to pollBudget records of p's inbound ring.
-func (t *Transport) drain(p *peer, s transport.Sink) bool {
-	did := false
-	var bad error
-	ferr := Guard(func() { did, bad = t.drainRing(p, s) })
-	if ferr != nil {
-		bad = ferr
-	}
+// drain handles up to pollBudget records of p's inbound ring, under
+// panic-on-fault (Guard's pattern, inlined: no closure on this path).
+func (t *Transport) drain(p *peer, s transport.Sink) (did bool) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			_ = faultError(r) // re-panics anything but a memory fault
+			t.ringFault(p)
+			did = true
+		}
+	}()
+	did, bad := t.drainRing(p, s)
 	if bad != nil {
-		t.dropInbound(p)
-		t.fail(p, transport.EIO)
+		t.ringFault(p)
 	}
 	return did
+}
+
+// sweep drains the inbound rings whose tails moved, for Poll with at most
+// directMax peers. One panic-on-fault scope covers the whole sweep.
+func (t *Transport) sweep(s transport.Sink) (did bool) {
+	old := debug.SetPanicOnFault(true)
+	defer func() {
+		debug.SetPanicOnFault(old)
+		if r := recover(); r != nil {
+			_ = faultError(r)
+			t.ringFault(t.cur)
+			did = true
+		}
+	}()
+	for _, p := range t.direct {
+		t.cur = p
+		if !p.in.Ready() {
+			continue
+		}
+		d, bad := t.drainRing(p, s)
+		if bad != nil {
+			t.ringFault(p) // changes t.direct: stop here
+			return true
+		}
+		did = did || d
+	}
+	t.cur = nil
+	return did
+}
+
+// ringFault drops a peer whose inbound ring faulted or is corrupt.
+func (t *Transport) ringFault(p *peer) {
+	t.dropInbound(p)
+	t.fail(p, transport.EIO)
 }
 
 func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 	in := p.in
 	did := false
 	for k := 0; k < pollBudget; k++ {
-		typ, b, err := in.Peek()
-		if err == ring.ErrEmpty {
+		// The common end of a drain: everything published was consumed.
+		// Empty is one load of the tail and the release; Peek would reach
+		// the same answer through its checked slow path. (The first Peek
+		// goes there anyway, to learn the new tail.)
+		if k > 0 && in.Empty() {
 			return did, nil
 		}
+		typ, b, err := in.Peek()
 		if err != nil {
+			if err == ring.ErrEmpty { // a padding record, then nothing
+				return did, nil
+			}
 			return did, err
 		}
 		switch typ {
@@ -821,7 +1012,8 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			if !ok || niov > maxRTSIOV || len(b) != rtsFixed+16*niov {
 				return did, ErrCorrupt
 			}
-			r := &rts{cookie: binary.LittleEndian.Uint64(b[32:]), niov: niov}
+			r := t.newRTS()
+			r.cookie, r.niov = binary.LittleEndian.Uint64(b[32:]), niov
 			var sum uint64
 			for i := range niov {
 				r.addr[i] = binary.LittleEndian.Uint64(b[rtsFixed+16*i:])
@@ -829,12 +1021,13 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 				sum += r.size[i]
 			}
 			if sum != h.Len {
+				t.rtsFree = append(t.rtsFree, r)
 				return did, ErrCorrupt
 			}
 			p.rtsMap()[r.cookie] = r
 			t.hdr = h
 			if !s.Arrive(p.idx, &t.hdr, nil, r.cookie) {
-				delete(p.rts, r.cookie)
+				t.dropRTS(p, r.cookie)
 				in.Release()
 				_ = t.bits.Set(p.inIdx)
 				return did, nil
@@ -852,6 +1045,7 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 					code = transport.EIO
 				}
 				s.SendDone(h.op, code)
+				t.putHeld(h)
 				if len(p.held) == 0 {
 					p.since = time.Time{}
 				}
@@ -863,7 +1057,7 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			cookie := binary.LittleEndian.Uint64(b)
 			if h, ok := p.held[cookie]; ok {
 				delete(p.held, cookie)
-				p.streams = append(p.streams, &stream{cookie: cookie, h: h})
+				p.streams = append(p.streams, stream{cookie: cookie, h: h})
 				t.markBusy(p)
 			}
 		case recSeg:
@@ -876,12 +1070,33 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			if !ok || off != uint64(f.got) || f.got+len(b)-16 > f.total {
 				return did, ErrCorrupt
 			}
+			if f.timed && f.got == 0 {
+				// Time from the first segment on: with several messages in
+				// flight, the wait for the CTS and for the sender to finish
+				// the messages ahead of this one is queueing, not transfer.
+				f.start, f.first = time.Now(), len(b)-16
+			}
 			f.n += scatter(f.dst, f.got, b[16:])
 			f.got += len(b) - 16
 			if f.got == f.total {
+				if f.timed && f.total > f.first {
+					noteRate(&t.rateSeg, f.total-f.first, time.Since(f.start))
+				}
 				delete(p.fetch, cookie)
 				s.FetchDone(f.op, f.n, 0)
+				t.putFetch(f)
 			}
+			// Hand the segment's space back now: the sender is streaming.
+			// Kick it too (our bit in its bitmap, its doorbell only if it
+			// sleeps): a sender asleep in Sread with a full ring would
+			// otherwise resume only at its next timeout.
+			_ = in.Consume()
+			in.Release()
+			if p.out != nil && !p.dead {
+				t.kick(p)
+			}
+			did = true
+			continue
 		default:
 			return did, ErrCorrupt
 		}

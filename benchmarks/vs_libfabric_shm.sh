@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# vs_libfabric_shm.sh: gofi's shm provider against libfabric's on this host,
+# in the same run, alternating, and the ratios ours/libfabric of medians.
+#
+#   benchmarks/vs_libfabric_shm.sh            # 5 alternating rounds
+#   ROUNDS=9 benchmarks/vs_libfabric_shm.sh
+#
+# libfabric side: fi_pingpong -p shm -e rdm (Debian libfabric-bin, installed
+# with apt-get when missing), server and client on this host, -S 8 and
+# -S 1048576. fi_pingpong has no message-rate mode and Debian ships no
+# fi_bw/fi_msg_bw, so libfabric's message rate and bandwidth are the
+# ping-pong ones (rate = 1/one-way latency; MB/s = size/one-way time).
+#
+# gofi side (go test benchmarks of this directory, built once):
+#   BenchmarkFiPingPong/prov=shm/size=8B and size=1MiB (ns/oneway);
+#   BenchmarkFiMsgRate/size=8B/gofi (8 B, window 64: msgs/s);
+#   BenchmarkFiStream/size=1MiB/gofi (1 MiB, window 8: MB/s).
+# Ratios: latency ours/libfabric (target <= 1.0); rates and bandwidths
+# ours/libfabric (target >= 1.0).
+#
+# The machine is bimodal (vCPU placement) and shared: only same-run
+# ratios of medians mean anything. Needs bash, awk, sort, go.
+set -u
+ROUNDS=${ROUNDS:-5}
+PP8_ITERS=${PP8_ITERS:-100000}
+PP1M_ITERS=${PP1M_ITERS:-1000}
+RATE_N=${RATE_N:-500000}
+STREAM_N=${STREAM_N:-1000}
+PORT=${PORT:-47592}
+
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+if ! command -v fi_pingpong >/dev/null 2>&1; then
+	echo "fi_pingpong missing: installing libfabric-bin" >&2
+	SUDO=""
+	[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
+	$SUDO apt-get install -y libfabric-bin >&2 ||
+		{ $SUDO apt-get update >&2 && $SUDO apt-get install -y libfabric-bin >&2; } ||
+		echo "apt-get failed: libfabric figures will be missing" >&2
+fi
+have_fi=0
+command -v fi_pingpong >/dev/null 2>&1 && have_fi=1
+
+(cd "$here/.." && go test -c -o "$tmp/bench.test" ./benchmarks) || { echo "build failed" >&2; exit 1; }
+
+# fi_pingpong SIZE ITERS -> "usec_per_xfer MB_per_s" (one-way; the line
+# under fi_pingpong's "bytes ... usec/xfer" header, size printed as 8, 1m)
+fi_pp() {
+	local size=$1 iters=$2 try out
+	for try in 1 2 3; do
+		timeout 300 fi_pingpong -p shm -e rdm -S "$size" -I "$iters" -B "$PORT" >"$tmp/srv" 2>&1 &
+		local srv=$!
+		sleep 1
+		out=$(timeout 300 fi_pingpong -p shm -e rdm -S "$size" -I "$iters" -P "$PORT" 127.0.0.1 2>&1)
+		wait "$srv" 2>/dev/null
+		local line
+		line=$(printf '%s\n' "$out" | awk '/^bytes/ { getline; if (NF >= 8) print $7, $6 }' | tail -1)
+		if [ -n "$line" ]; then
+			echo "$line"
+			return 0
+		fi
+		kill "$srv" 2>/dev/null
+		sleep 1
+	done
+	echo "fi_pingpong failed: $out" >&2
+	return 1
+}
+
+# go_bench REGEX N UNIT -> the value printed before UNIT
+go_bench() {
+	"$tmp/bench.test" -test.run '^$' -test.bench "$1" -test.benchtime "$2x" 2>&1 |
+		awk -v u="$3" '/^Benchmark/ { for (i = 2; i <= NF; i++) if ($i == u) v = $(i-1) } END { if (v != "") print v; else exit 1 }'
+}
+
+: >"$tmp/res"
+rec() { awk -v r="$r" '{ print $0, r }' >>"$tmp/res"; } # result line + round
+for r in $(seq 1 "$ROUNDS"); do
+	echo "round $r/$ROUNDS" >&2
+	if [ $have_fi = 1 ]; then
+		if v=$(fi_pp 8 "$PP8_ITERS"); then
+			set -- $v
+			echo "lib_lat8 $(awk -v x="$1" 'BEGIN{print x*1000}')" | rec
+			echo "lib_rate8 $(awk -v x="$1" 'BEGIN{print 1e6/x}')" | rec
+		fi
+	fi
+	v=$(go_bench 'FiPingPong/prov=shm/size=8B$' "$((PP8_ITERS * 2))" ns/oneway) && echo "our_lat8 $v" | rec
+	v=$(go_bench 'FiMsgRate/size=8B/gofi$' "$RATE_N" msgs/s) && echo "our_rate8 $v" | rec
+	if [ $have_fi = 1 ]; then
+		if v=$(fi_pp 1048576 "$PP1M_ITERS"); then
+			set -- $v
+			echo "lib_bw1m $(awk -v x="$1" 'BEGIN{print 1048576/x}')" | rec
+		fi
+	fi
+	v=$(go_bench 'FiPingPong/prov=shm/size=1MiB$' "$PP1M_ITERS" ns/oneway) &&
+		echo "our_bw1m $(awk -v x="$v" 'BEGIN{print 1048576/x*1000}')" | rec
+	v=$(go_bench 'FiStream/size=1MiB/gofi$' "$STREAM_N" MB/s) && echo "our_stream1m $v" | rec
+done
+
+med() {
+	awk -v k="$1" '$1 == k { print $2 }' "$tmp/res" | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2 }'
+}
+all() { awk -v k="$1" '$1 == k { printf "%s ", $2 }' "$tmp/res"; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
+# median over rounds of ours/libfabric within the round: a round where the
+# shared machine stalled both sides still gives a fair ratio
+rmed() {
+	awk -v o="$1" -v l="$2" '$1 == o { a[$3] = $2 } $1 == l { b[$3] = $2 }
+		END { for (r in a) if ((r in b) && b[r] > 0) printf "%.4f\n", a[r] / b[r] }' "$tmp/res" | sort -g |
+		awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) printf "%.2f", a[(NR+1)/2]; else printf "%.2f", (a[NR/2] + a[NR/2+1]) / 2 }'
+}
+
+echo
+echo "medians of $ROUNDS alternating rounds (all runs in brackets)"
+printf '%-34s %14s %14s %8s %8s\n' "metric" "gofi" "libfabric" "ratio" "r-ratio"
+line() { # label ours lib target
+	local o l
+	o=$(med "$2")
+	l=$(med "$3")
+	printf '%-34s %14s %14s %8s %8s   (%s)\n' "$1" "$o" "$l" "$(ratio "$o" "$l")" "$(rmed "$2" "$3")" "$4"
+	echo "    gofi [$(all "$2")]  libfabric [$(all "$3")]"
+}
+line "8 B one-way latency (ns)" our_lat8 lib_lat8 "target <= 1.00"
+line "8 B message rate (msgs/s)" our_rate8 lib_rate8 "target >= 1.00; libfabric: ping-pong rate"
+line "1 MiB ping-pong bandwidth (MB/s)" our_bw1m lib_bw1m "target >= 1.00"
+line "1 MiB streaming bandwidth (MB/s)" our_stream1m lib_bw1m "target >= 1.00; libfabric: ping-pong"
+echo "ratio: of the medians; r-ratio: median of the per-round ratios"
