@@ -481,3 +481,30 @@ func TestEndpoint_PeerGroupsMustAgree(t *testing.T) {
 		t.Fatalf("group-5 receive: %+v", ok)
 	}
 }
+
+// endpointTable is the behaviour table every transport runs (the fake hub
+// by default, shm and tcp through TestEndpointOverShm / OverTCP).
+var endpointTable = []struct {
+	name string
+	f    func(*testing.T)
+}{
+	{"Delivery", TestEndpoint_DeliveryPostedOrUnexpected},
+	{"Truncation", TestEndpoint_TruncationReportsOverflow},
+	{"TagMatching", TestEndpoint_TagMatchingWithIgnoreAndOrder},
+	{"DirectedRecv", TestEndpoint_DirectedRecvHonoursSource},
+	{"SourceOff", TestEndpoint_SourceOffReportsUnknown},
+	{"RemoteCQData", TestEndpoint_RemoteCQData},
+	{"MultiRecv", TestEndpoint_MultiRecvPacksAndReleases},
+	{"PeekClaimDiscard", TestEndpoint_PeekClaimDiscard},
+	{"Cancel", TestEndpoint_CancelCompletesWithECANCELED},
+	{"Selective", TestEndpoint_SelectiveCompletion},
+	{"BackPressure", TestEndpoint_UnexpectedBackPressureLosesNothing},
+	{"Close", TestEndpoint_CloseCancelsPostedReceives},
+	{"PeerGroups", TestEndpoint_PeerGroupsMustAgree},
+}
+
+func runEndpointTable(t *testing.T) {
+	for _, tc := range endpointTable {
+		t.Run(tc.name, tc.f)
+	}
+}

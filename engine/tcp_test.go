@@ -28,24 +28,5 @@ func TestEndpointOverTCP(t *testing.T) {
 		}
 		return nil, mk(), mk()
 	}
-	for _, tc := range []struct {
-		name string
-		f    func(*testing.T)
-	}{
-		{"Delivery", TestEndpoint_DeliveryPostedOrUnexpected},
-		{"Truncation", TestEndpoint_TruncationReportsOverflow},
-		{"TagMatching", TestEndpoint_TagMatchingWithIgnoreAndOrder},
-		{"DirectedRecv", TestEndpoint_DirectedRecvHonoursSource},
-		{"SourceOff", TestEndpoint_SourceOffReportsUnknown},
-		{"RemoteCQData", TestEndpoint_RemoteCQData},
-		{"MultiRecv", TestEndpoint_MultiRecvPacksAndReleases},
-		{"PeekClaimDiscard", TestEndpoint_PeekClaimDiscard},
-		{"Cancel", TestEndpoint_CancelCompletesWithECANCELED},
-		{"Selective", TestEndpoint_SelectiveCompletion},
-		{"BackPressure", TestEndpoint_UnexpectedBackPressureLosesNothing},
-		{"Close", TestEndpoint_CloseCancelsPostedReceives},
-		{"PeerGroups", TestEndpoint_PeerGroupsMustAgree},
-	} {
-		t.Run(tc.name, tc.f)
-	}
+	runEndpointTable(t)
 }
