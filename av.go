@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -562,11 +561,11 @@ func (av *AV) LookupTo(a Addr, buf []byte) (n int, err error) {
 	var ok bool
 	if av.tab != nil {
 		b, ok = av.lookupBytes(idx, scratch[:])
-		n = copy(buf, b)
+		copy(buf, b)
 	} else { // copy out of the shared mapping before Close can unmap it
 		av.mu.RLock()
 		b, ok = av.getLocked(uint64(idx), scratch[:])
-		n = copy(buf, b)
+		copy(buf, b)
 		av.mu.RUnlock()
 	}
 	if !ok {
@@ -710,6 +709,3 @@ func (av *AV) Count() int {
 
 // errAVFull is returned for an address that does not fit.
 var errAVFull = opErr("AV.Insert", ErrNoSpc, "AV is full")
-
-// trimNUL drops one trailing NUL from an FI_ADDR_STR copied from C.
-func trimNUL(s string) string { return strings.TrimSuffix(s, "\x00") }

@@ -877,7 +877,6 @@ func TestAV_ConcurrentUse(t *testing.T) {
 // The reverse index survives growth and heavy removal (rehash, tombs).
 func TestAV_ReverseIndexThroughChurn(t *testing.T) {
 	av := openTCPAV(t, nil)
-	var all []Addr
 	for round := range 5 {
 		var addrs [][]byte
 		for i := range 3000 {
@@ -887,7 +886,6 @@ func TestAV_ReverseIndexThroughChurn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		all = append(all, got...)
 		av.Remove(got[:2000], 0)
 	}
 	if av.Count() != 5000 {

@@ -91,12 +91,11 @@ type Endpoint struct {
 
 	pool bufPool
 
-	peerOf  []int64    // fi_addr -> transport peer + 1 (0: unresolved)
-	srcOf   []srcEntry // transport peer -> fi_addr
-	placed  []match.Placed[uint32]
-	oneIOV  [1][]byte
-	closed  bool
-	peerErr map[transport.Peer]Code
+	peerOf []int64    // fi_addr -> transport peer + 1 (0: unresolved)
+	srcOf  []srcEntry // transport peer -> fi_addr
+	placed []match.Placed[uint32]
+	oneIOV [1][]byte
+	closed bool
 }
 
 type rxOp struct {

@@ -432,8 +432,10 @@ func TestEndpoint_UnexpectedBackPressureLosesNothing(t *testing.T) {
 func TestEndpoint_QueueLimitsAndBadInput(t *testing.T) {
 	p := newPair(t, 16, func(c *Config) { c.TxSize, c.RxSize = 2, 2 })
 	big := make([]byte, 100) // rendezvous: held until fetched
-	if send(p.a, addrB, transport.KindMsg, 0, big, nil) != 0 || send(p.a, addrB, transport.KindMsg, 0, big, nil) != 0 {
-		t.Fatal("sends within tx size failed")
+	for i := range 2 {
+		if c := send(p.a, addrB, transport.KindMsg, 0, big, nil); c != 0 {
+			t.Fatalf("send %d within tx size failed: %v", i, c)
+		}
 	}
 	if c := send(p.a, addrB, transport.KindMsg, 0, big, nil); c != CodeAgain {
 		t.Fatalf("third outstanding send = %v, want CodeAgain", c)

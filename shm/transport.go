@@ -134,7 +134,6 @@ type Transport struct {
 	sink      transport.Sink
 	woken     atomic.Bool
 	closed    bool
-	lastCheck time.Time
 }
 
 var _ transport.Transport = (*Transport)(nil)
