@@ -59,6 +59,7 @@ type tconn struct {
 	pre        []byte // bytes Poll read from the socket, not yet decoded
 	pbuf       []byte
 	dead       bool // Poll saw it fail while owning the loop
+	shaking    bool // counted in t.handshakes (loop only)
 	stalled    atomic.Bool
 
 	// under peer.mu
@@ -346,6 +347,10 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	tc.gc = c
 	tc.fd = c.Fd()
+	if !tc.shaking {
+		tc.shaking = true // the loop is not borrowed until it is ready
+		t.handshakes.Add(1)
+	}
 	if t.el.Load() == nil {
 		t.el.Store(c.EventLoop())
 	}
@@ -404,6 +409,14 @@ func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
 	return gnet.None
 }
 
+// doneShaking ends tc's handshake (ready or closed; on the loop).
+func (tc *tconn) doneShaking() {
+	if tc.shaking {
+		tc.shaking = false
+		tc.t.handshakes.Add(-1)
+	}
+}
+
 func (tc *tconn) closeReason(err error) {
 	if p := tc.peer; p != nil {
 		p.mu.Lock()
@@ -419,6 +432,7 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 	if tc == nil {
 		return gnet.None
 	}
+	tc.doneShaking()
 	t := l.t
 	p := tc.peer
 	if p == nil {
@@ -688,6 +702,7 @@ func (tc *tconn) attach() error {
 	tc.peer = p
 	tc.state = stReady
 	tc.ready = true
+	tc.doneShaking()
 	p.conns = append(p.conns, tc)
 	if p.tx == nil {
 		p.tx = tc

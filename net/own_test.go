@@ -76,3 +76,53 @@ func TestOwnerPoll_SpinningPollDeliversInOrder(t *testing.T) {
 		t.Fatal("Wait left the loop parked")
 	}
 }
+
+// A spinning engine that has borrowed its loop still accepts a new peer:
+// the parked loop runs the accepted connection's registration on its next
+// tick and stays out of the borrow until the handshake is done.
+func TestOwnerPoll_ParkedLoopAcceptsNewPeer(t *testing.T) {
+	b := listen(t, Config{})
+	bs := newSink()
+	deadline := time.Now().Add(30 * time.Second)
+	for !b.parked.Load() { // a first peer gives b a loop to borrow
+		if time.Now().After(deadline) {
+			t.Fatal("b never borrowed its loop")
+		}
+		b.Poll(bs)
+		if b.el.Load() == nil {
+			a := listen(t, Config{})
+			p, _ := a.Resolve(b.Name())
+			h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+			if _, c := a.Send(p, h, [][]byte{pattern(8, 1)}, 1); c != transport.OK {
+				t.Fatalf("Send: %d", c)
+			}
+			for b.el.Load() == nil && time.Now().Before(deadline) {
+				a.Poll(newSink())
+				b.Poll(bs)
+			}
+		}
+	}
+	c := listen(t, Config{})
+	cs := newSink()
+	p, _ := c.Resolve(b.Name())
+	msg := pattern(8, 7)
+	h := &transport.Header{Kind: transport.KindTagged, Tag: 77, Len: 8}
+	if _, code := c.Send(p, h, [][]byte{msg}, 2); code != transport.OK {
+		t.Fatalf("Send: %d", code)
+	}
+	for { // b keeps spinning: it never sleeps in Wait
+		for _, ar := range bs.arrivals {
+			if ar.hdr.Tag == 77 {
+				if !bytes.Equal(ar.eager, msg) {
+					t.Fatal("message corrupted")
+				}
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the new peer's message never arrived (ticks %d)", b.ticks.Load())
+		}
+		b.Poll(bs)
+		c.Poll(cs)
+	}
+}

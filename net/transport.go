@@ -142,10 +142,13 @@ type Transport struct {
 	own         sync.Mutex // held by Poll while it reads sockets itself
 	pmu         sync.Mutex // pstate, pch
 	pstate      int
-	pch         chan struct{}
+	pch         chan struct{} // release token to the parked task (cap 1)
+	ptimer      *time.Timer   // the parked task's tick (loop goroutine only)
+	parkFn      gnet.Runnable
 	parked      atomic.Bool
 	parks       atomic.Int64 // times the loop was borrowed (tests)
-	parkedAt    time.Time
+	ticks       atomic.Int64 // times a parked loop ran its queue (tests)
+	handshakes  atomic.Int32 // connections opened, not yet ready or closed
 	wantRelease atomic.Bool
 	el          atomic.Value // gnet.EventLoop
 	emptyPolls  int
@@ -200,6 +203,10 @@ func Listen(cfg Config) (*Transport, error) {
 		timer:    time.NewTimer(time.Hour),
 	}
 	t.timer.Stop()
+	t.pch = make(chan struct{}, 1)
+	t.ptimer = time.NewTimer(time.Hour)
+	t.ptimer.Stop()
+	t.parkFn = gnet.RunnableFunc(t.parkTask)
 	if t.ho, err = newHandoff(cfg.Handoff); err != nil {
 		return nil, fmt.Errorf("net: handoff ring: %w", err)
 	}
@@ -390,14 +397,8 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 	work := false
 	if !t.cfg.LoopOnly && t.parked.Load() {
 		t.own.Lock()
-		if t.parkedAt.IsZero() {
-			t.parkedAt = time.Now()
-		}
 		if t.ownerPoll() {
 			work = true
-		}
-		if !t.parked.Load() {
-			t.parkedAt = time.Time{}
 		}
 		t.own.Unlock()
 	}
