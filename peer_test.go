@@ -202,13 +202,20 @@ func startPeer(t *testing.T, role, arg string, timeout time.Duration, extra ...s
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := cmd.StdoutPipe()
+	// Our own pipe, not cmd.StdoutPipe: Wait (on its own goroutine below)
+	// closes a StdoutPipe as soon as the child exits, which could cut the
+	// reader off before it read the child's last lines ("done"). With an
+	// os.Pipe the reader sees EOF only after everything written was read.
+	out, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cmd.Stdout = outW
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start peer: %v", err)
 	}
+	outW.Close()
+	t.Cleanup(func() { out.Close() })
 	p := &peerProc{cmd: cmd, done: make(chan struct{})}
 	p.link = newLink(t, out, in, deadline, log, false)
 	go func() {
