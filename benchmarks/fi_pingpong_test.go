@@ -124,32 +124,8 @@ func fiPingPong(b *testing.B, prov string, size int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFiPingPongPeer$", "-test.bench=^$", "-test.count=1")
 	cmd.Env = append(os.Environ(), envFiPeer+"="+prov, envFiPeerSize+"="+strconv.Itoa(size))
-	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	outp, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer in.Close()
-	sc := bufio.NewScanner(outp)
-	var peerName []byte
-	for sc.Scan() {
-		if hexName, ok := strings.CutPrefix(sc.Text(), "NAME "); ok {
-			peerName, _ = hex.DecodeString(hexName)
-			break
-		}
-	}
-	if peerName == nil {
-		b.Fatal("peer did not report its name")
-	}
-	me, _ := n.ep.Name()
-	fmt.Fprintf(in, "%s\n", hex.EncodeToString(me))
-	addrs, err := n.av.Insert([][]byte{peerName}, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	peer := addrs[0]
+	peer, stop := startFiPeer(b, n, cmd)
+	defer stop()
 	sbuf := make([]byte, size)
 	rbuf := make([]byte, size)
 	deadline := time.Now().Add(fiPeerMax)
@@ -316,4 +292,45 @@ func waitBoth(x, y *fiNode, deadline time.Time) error {
 		}
 	}
 	return nil
+}
+
+// startFiPeer starts cmd, a re-executed peer that prints "NAME <hex>" and
+// reads this side's name on stdin, tells it n's name, inserts its name in
+// n's AV and returns its fi_addr. stop closes the peer's stdin and waits
+// for it.
+func startFiPeer(b *testing.B, n *fiNode, cmd *exec.Cmd) (peer fi.Addr, stop func()) {
+	b.Helper()
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	stop = func() { in.Close(); cmd.Wait() }
+	sc := bufio.NewScanner(outp)
+	var peerName []byte
+	for sc.Scan() {
+		if h, ok := strings.CutPrefix(sc.Text(), "NAME "); ok {
+			peerName, _ = hex.DecodeString(h)
+			break
+		}
+	}
+	if peerName == nil {
+		stop()
+		b.Fatal("peer did not report its name")
+	}
+	me, _ := n.ep.Name()
+	fmt.Fprintf(in, "%s\n", hex.EncodeToString(me))
+	addrs, err := n.av.Insert([][]byte{peerName}, 0)
+	if err != nil {
+		stop()
+		b.Fatal(err)
+	}
+	return addrs[0], stop
 }

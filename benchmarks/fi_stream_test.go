@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -87,32 +86,8 @@ func fiWindowed(b *testing.B, size, window int) {
 	ctx, cancel := context.WithTimeout(context.Background(), fiPeerMax)
 	defer cancel()
 	cmd := streamCmd(ctx, "fi", size, window)
-	cmd.Stderr = os.Stderr
-	in, _ := cmd.StdinPipe()
-	outp, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer cmd.Wait()
-	defer in.Close()
-	sc := bufio.NewScanner(outp)
-	var peerName []byte
-	for sc.Scan() {
-		if h, ok := strings.CutPrefix(sc.Text(), "NAME "); ok {
-			peerName, _ = hex.DecodeString(h)
-			break
-		}
-	}
-	if peerName == nil {
-		b.Fatal("peer did not report its name")
-	}
-	me, _ := n.ep.Name()
-	fmt.Fprintf(in, "%s\n", hex.EncodeToString(me))
-	addrs, err := n.av.Insert([][]byte{peerName}, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	peer := addrs[0]
+	peer, stop := startFiPeer(b, n, cmd)
+	defer stop()
 	sbuf := make([]byte, size)
 	var ack [1]byte
 	deadline := time.Now().Add(fiPeerMax)
