@@ -166,25 +166,8 @@ func TestFiPingPongPeer(t *testing.T) {
 		t.Skip("peer process of BenchmarkFiPingPong only")
 	}
 	size, _ := strconv.Atoi(os.Getenv(envFiPeerSize))
-	n, err := openFiNode(prov)
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, client := openFiPeerSide(t, prov)
 	defer n.close()
-	me, _ := n.ep.Name()
-	fmt.Printf("NAME %s\n", hex.EncodeToString(me))
-	sc := bufio.NewScanner(os.Stdin)
-	if !sc.Scan() {
-		t.Fatal("no client name")
-	}
-	client, err := hex.DecodeString(sc.Text())
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs, err := n.av.Insert([][]byte{client}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	buf := make([]byte, size)
 	deadline := time.Now().Add(fiPeerMax)
 	var e [1]fi.CQEntry
@@ -210,7 +193,7 @@ func TestFiPingPongPeer(t *testing.T) {
 			return
 		}
 		for {
-			err := n.ep.TSend(buf, addrs[0], 1, nil)
+			err := n.ep.TSend(buf, client, 1, nil)
 			if err == nil {
 				break
 			}
@@ -333,4 +316,33 @@ func startFiPeer(b *testing.B, n *fiNode, cmd *exec.Cmd) (peer fi.Addr, stop fun
 		b.Fatal(err)
 	}
 	return addrs[0], stop
+}
+
+// openFiPeerSide is the peer-process half of startFiPeer: it opens a node
+// of prov, prints "NAME <hex>", reads the client's name from stdin and
+// inserts it, returning the node and the client's fi_addr.
+func openFiPeerSide(t *testing.T, prov string) (*fiNode, fi.Addr) {
+	t.Helper()
+	n, err := openFiNode(prov)
+	if err != nil {
+		t.Fatal(err)
+	}
+	me, _ := n.ep.Name()
+	fmt.Printf("NAME %s\n", hex.EncodeToString(me))
+	sc := bufio.NewScanner(os.Stdin)
+	if !sc.Scan() {
+		n.close()
+		t.Fatal("no client name")
+	}
+	name, err := hex.DecodeString(sc.Text())
+	if err != nil {
+		n.close()
+		t.Fatal(err)
+	}
+	addrs, err := n.av.Insert([][]byte{name}, 0)
+	if err != nil {
+		n.close()
+		t.Fatal(err)
+	}
+	return n, addrs[0]
 }

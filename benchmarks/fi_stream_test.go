@@ -1,12 +1,9 @@
 package benchmarks
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -234,25 +231,8 @@ func TestStreamPeer(t *testing.T) {
 		streamRingPeer(t, size, window, deadline)
 		return
 	}
-	n, err := openFiNode("shm")
-	if err != nil {
-		t.Fatal(err)
-	}
+	n, client := openFiPeerSide(t, "shm")
 	defer n.close()
-	me, _ := n.ep.Name()
-	fmt.Printf("NAME %s\n", hex.EncodeToString(me))
-	sc := bufio.NewScanner(os.Stdin)
-	if !sc.Scan() {
-		t.Fatal("no client name")
-	}
-	client, err := hex.DecodeString(sc.Text())
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs, err := n.av.Insert([][]byte{client}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// One receive per window slot, each with its own buffer; the context
 	// is the slot number (a small int: boxing it does not allocate).
 	bufs := make([][]byte, window)
@@ -285,7 +265,7 @@ func TestStreamPeer(t *testing.T) {
 			}
 			if c.Tag == tagLast {
 				for j := 0; ; j++ {
-					err := n.ep.TSend(nil, addrs[0], tagAck, nil)
+					err := n.ep.TSend(nil, client, tagAck, nil)
 					if err == nil {
 						break
 					}
