@@ -14,7 +14,7 @@ import (
 func BenchmarkCopyPath(b *testing.B) {
 	b.Logf("\n%s", ring.CopyPlan())
 	for range rounds() {
-		for _, n := range []int{4 << 10, 64 << 10, 1 << 20, 16 << 20} {
+		for _, n := range []int{8, 4 << 10, 64 << 10, 1 << 20, 16 << 20} {
 			copyPathSize(b, n)
 		}
 	}

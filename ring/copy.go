@@ -15,7 +15,15 @@ import (
 // development machine (AMD EPYC, L2 1 MiB, LLC 32 MiB; see the copy
 // benchmarks in benchmarks/copy_test.go):
 //
-//   - below 1 MiB nothing written in Go beats copy: it is copy.
+//   - 8 bytes (the size of a tagged message's inline data or a small
+//     fixed-size record): one word move that the compiler inlines into
+//     the caller. copy calls runtime memmove there, and around any call
+//     the caller spills its live registers to the stack; in a ring
+//     producer those extra stores fill the store buffer, which is what
+//     keeps several ring lines in flight to the consumer's core. Measured
+//     in isolation (benchmarks/copy_path_test.go, size=8B) and in the
+//     ring throughput benchmark (ring-copy).
+//   - other sizes below 1 MiB: nothing written in Go beats copy: it is copy.
 //   - at 1 MiB..L2 the runtime's non-temporal stores push to memory data
 //     that would have fit in L2; copying in segments of half of L2 (each
 //     below the runtime's threshold) keeps it cached and was faster
@@ -35,7 +43,7 @@ import (
 //     3.9), as data pushed to memory must come back for the reader.
 //
 // Nothing beat copy below the runtime's own threshold, so every class
-// dispatches to copy, except the segmented one above.
+// dispatches to copy, except the word and the segmented ones above.
 
 // runtimeNT is the size from which runtime memmove on amd64 uses
 // non-temporal stores (memmove_amd64.s: CMPQ BX, $0x100000).
@@ -50,6 +58,8 @@ const (
 	// PathSegmented is copy in segments below the runtime's non-temporal
 	// threshold, keeping the destination in cache.
 	PathSegmented
+	// PathWord is one 8-byte move inlined into the caller.
+	PathWord
 )
 
 func (p CopyPath) String() string {
@@ -58,6 +68,8 @@ func (p CopyPath) String() string {
 		return "builtin copy"
 	case PathSegmented:
 		return "segmented copy"
+	case PathWord:
+		return "word move"
 	}
 	return fmt.Sprintf("CopyPath(%d)", uint8(p))
 }
@@ -84,15 +96,29 @@ func makePlan(s Sizing) copyPlan {
 // the count, like copy, choosing the routine for the size (see CopyPlan).
 // It never allocates and is safe for concurrent use.
 func Copy(dst, src []byte) int {
-	if len(src) < plan.segFrom || len(dst) < plan.segFrom {
-		return copy(dst, src) // the common case, inlined into the caller
+	if len(src) == 8 && len(dst) >= 8 {
+		// One word move, inlined: no call, so the caller spills nothing
+		// around it (see "8-byte words" above).
+		*(*[8]byte)(dst) = [8]byte(src)
+		return 8
+	}
+	return copyAny(dst, src)
+}
+
+// copyAny is Copy for every size but the word, kept out of line so that
+// Copy itself stays small enough to inline.
+//
+//go:noinline
+func copyAny(dst, src []byte) int {
+	if len(src) < plan.segFrom {
+		return copy(dst, src)
 	}
 	return copyLarge(dst, src)
 }
 
 func copyLarge(dst, src []byte) int {
 	n := min(len(dst), len(src))
-	if n > plan.segTo {
+	if n < plan.segFrom || n > plan.segTo {
 		return copy(dst, src)
 	}
 	return copySegmented(dst[:n], src[:n], plan.seg)
@@ -132,12 +158,13 @@ type CopyClass struct {
 func CopyClasses() []CopyClass {
 	p := plan
 	if p.segFrom > p.segTo {
-		return []CopyClass{{0, math.MaxInt, PathBuiltin,
-			fmt.Sprintf("L2 %d KiB is below the runtime's non-temporal threshold (%d KiB): nothing measured beats copy", sizing.L2>>10, runtimeNT>>10)}}
+		cs := wordClasses(math.MaxInt)
+		cs[len(cs)-1].Why = fmt.Sprintf("L2 %d KiB is below the runtime's non-temporal threshold (%d KiB): nothing measured beats copy", sizing.L2>>10, runtimeNT>>10)
+		return cs
 	}
-	cs := []CopyClass{}
-	if p.segFrom > 0 {
-		cs = append(cs, CopyClass{0, p.segFrom - 1, PathBuiltin,
+	cs := wordClasses(p.segFrom - 1)
+	if last := cs[len(cs)-1].Max; p.segFrom > last+1 {
+		cs = append(cs, CopyClass{last + 1, p.segFrom - 1, PathBuiltin,
 			"runtime memmove (AVX/ERMS) is the fastest measured below its non-temporal threshold; no assembly beats it"})
 	}
 	cs = append(cs, CopyClass{p.segFrom, p.segTo, PathSegmented,
@@ -147,6 +174,17 @@ func CopyClasses() []CopyClass {
 			"larger than L2: the runtime's non-temporal stores measured faster than segments"})
 	}
 	return cs
+}
+
+// wordClasses returns the classes from 0 to hi around the word move:
+// builtin below 8 bytes, the word at 8, builtin from 9 to hi.
+func wordClasses(hi int) []CopyClass {
+	const small = "runtime memmove (AVX/ERMS) is the fastest measured below its non-temporal threshold; no assembly beats it"
+	return []CopyClass{
+		{0, 7, PathBuiltin, small},
+		{8, 8, PathWord, "one 8-byte move inlined into the caller: no call, so no register spills (measured: ring producer, copy benchmark)"},
+		{9, hi, PathBuiltin, small},
+	}
 }
 
 // CopyPlan describes the CPU sizing and which copy routine serves each size

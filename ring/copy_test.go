@@ -21,7 +21,7 @@ func TestCopy_EachPathMatchesBuiltinCopy(t *testing.T) {
 	}
 	for _, p := range paths {
 		restore := ring.SetCopyPath(p.path, p.seg)
-		for _, n := range []int{0, 1, 63, 64, 4095, 4096, 4097, 1 << 16, 1<<20 - 1, 1 << 20, 1<<20 + 1, 3 << 20} {
+		for _, n := range []int{0, 1, 7, 8, 9, 16, 63, 64, 4095, 4096, 4097, 1 << 16, 1<<20 - 1, 1 << 20, 1<<20 + 1, 3 << 20} {
 			for _, dn := range []int{n, n / 2} {
 				dst := make([]byte, dn)
 				want := make([]byte, dn)
@@ -58,6 +58,15 @@ func TestCopyPlan_NamesEveryClassAndTheCPU(t *testing.T) {
 		if cs[i].Min != cs[i-1].Max+1 {
 			t.Fatalf("classes not contiguous: %+v", cs)
 		}
+	}
+	word := false
+	for _, c := range cs {
+		if c.Path == ring.PathWord {
+			word = c.Min == 8 && c.Max == 8
+		}
+	}
+	if !word {
+		t.Fatalf("no word class at exactly 8 bytes: %+v", cs)
 	}
 	if c := ring.CPU(); c.CacheLine > ring.LineSep || c.CacheLine <= 0 {
 		t.Fatalf("cpuid cache line %d does not fit the %d-byte shared lines", c.CacheLine, ring.LineSep)

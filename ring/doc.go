@@ -10,10 +10,15 @@
 // producer's index, the consumer's index and the data area, each on its own
 // 128-byte line. The header stores offsets and sizes only, never pointers.
 //
-// Records are an 8-byte header (payload length, a user-chosen uint16 type,
-// a kind) followed by the payload, padded to 8 bytes. A record never splits
-// at the end of the data area: the producer fills the tail end with a
-// padding record and starts over at offset 0.
+// Records are an 8-byte header word (payload length, a user-chosen uint16
+// type, a kind that is never 0) followed by the payload, padded to 8 bytes.
+// A record never splits at the end of the data area: the producer fills the
+// tail end with a padding record and starts over at offset 0. The header
+// word is also the record's publication flag: the word at the producer's
+// next write position is always 0, so the consumer polls one word on the
+// line the next record lands in, and a record costs one cache-line transfer
+// between the two cores, like a bare flag, rather than one for a tail
+// index and one for the data.
 //
 // Everything read from a shared region is untrusted: an index or record
 // header that cannot be right makes the call return ErrCorrupt and marks the
@@ -28,23 +33,30 @@
 // x86-64 and arm64 order the same way within the shared mapping). The
 // argument, once:
 //
-//   - The producer writes a record's payload and header with plain stores,
-//     then stores the new tail with tail.Store. The consumer loads tail with
-//     tail.Load before reading any header or payload below it. The store
-//     synchronizes with the load, so every byte written before the store is
-//     visible to every read after the load.
-//   - The consumer reads a record, then stores the new head with head.Store.
+//   - Invariant: the header word at the first unpublished position (the
+//     consumer's read position once it has caught up) is 0. Init zeroes
+//     the word at position 0; publishing zeroes the word just after the
+//     last record published before any of them becomes visible. (Space for
+//     that word is part of every reservation.)
+//   - The producer writes payloads, the headers of all but the first
+//     record of a batch and the zero word after the batch with plain
+//     stores, then publishes with one atomic Store of the first record's
+//     header. (It also stores its position to the tail word now and then,
+//     a hint for Attach and Len; nobody polls it.)
+//     The consumer reads a header with an atomic Load and reads nothing of
+//     the record, nor the header after it, before that Load returns
+//     non-zero. The Store synchronizes with the Load, so every byte the
+//     producer wrote before publishing is visible after it, including the
+//     next header or the zero word after the batch. The consumer is never
+//     looking at a word the producer writes plainly: that word lies beyond
+//     the first unpublished header.
+//   - The consumer reads records, then stores the new head with head.Store.
 //     The producer loads head with head.Load before writing into the space
-//     below it. So the consumer's reads happen before the producer's reuse
-//     of that space: the producer never overwrites a record being read.
-//   - Each side writes only its own index and reads the other's; each keeps
-//     a private cached copy of the other's index and rereads the shared word
-//     only when the cached one says "full" (producer) or "empty" (consumer).
-//
-// The consumer of a ring in a shared mapping also reads the next record
-// header right after loading the tail while polling, before knowing it is
-// published (see Init); this is a read of memory the producer may be
-// writing, discarded unless the tail says the record is there.
+//     below it (plus one word, for the zero after the record). So the
+//     consumer's reads happen before the producer's reuse of that space:
+//     the producer never overwrites a record being read.
+//   - The producer keeps a private copy of the consumer's head and rereads
+//     the shared word only when the copy says "full".
 //
 // Batching falls out of this: the producer may Commit several records and
 // Publish once; the consumer may Consume several and Release once.

@@ -25,3 +25,9 @@ const (
 	OffDataOff  = offDataOff
 	OffCorrupt  = offCorrupt
 )
+
+// Record kinds, for corruption tests.
+const (
+	KindData = kindData
+	KindPad  = kindPad
+)

@@ -23,12 +23,17 @@ import (
 //	    40     8  offset of the data area         creator
 //	    48     4  corrupt flag (0 or 1)           either side
 //	    52    76  reserved, zero                  -
-//	   128     8  tail: bytes ever committed      producer
+//	   128     8  tail hint (see below)           producer
 //	   136   120  padding                         -
 //	   256     8  head: bytes ever released       consumer
 //	   264   120  padding                         -
 //	   384   cap  data area                       producer, read by consumer
 //	total = HeaderSize + capacity = 384 + capacity
+//
+// The consumer learns that a record is published from its header word
+// (see the package doc), so the producer stores its position to the tail
+// word only as a hint, at least once every quarter of the ring; Attach and
+// Len walk the record headers from there.
 const (
 	// LineSep is the separation between the shared lines of the layout.
 	LineSep = 128
@@ -37,7 +42,7 @@ const (
 	// Magic identifies a gofi ring region ("gofiRING" little-endian).
 	Magic uint64 = 0x474e4952_69666f67
 	// Version of the shared layout; Attach refuses any other.
-	Version = 1
+	Version = 2
 	// MinCapacity and MaxCapacity bound the data area size.
 	MinCapacity = 64
 	MaxCapacity = 1 << 30
@@ -68,10 +73,11 @@ var (
 	_ [LineSep - RecordHeader*16]byte
 )
 
-// Record kinds (bits 48..63 of a record header).
+// Record kinds (bits 48..63 of a record header). Neither is 0: a zero
+// header word means "nothing published here yet".
 const (
-	kindData = 0
-	kindPad  = 1
+	kindData = 1
+	kindPad  = 2
 )
 
 // Size returns the bytes a ring of the given capacity occupies in a region
@@ -132,23 +138,16 @@ func New(capacity int) (*Ring, error) {
 	if m := int(uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & uintptr(a-1)); m != 0 {
 		skip = a - m
 	}
-	r, err := Init(buf[skip:skip+size:skip+size], capacity)
-	if err == nil {
-		r.speculate = false
-	}
-	return r, err
+	return Init(buf[skip:skip+size:skip+size], capacity)
 }
 
 // Init lays out a new ring at the start of mem (which must be at least
 // Size(capacity) bytes and Align-aligned; it may be a slice of a larger
-// shared mapping) and returns it. Any previous content is overwritten. The
+// shared mapping) and returns it. Any previous content is overwritten (the
+// data area needs only its first word zeroed: records are published by
+// writing their header over the zero word the previous record left). The
 // magic is stored last, so a peer attaching concurrently sees either no
 // ring or a complete header.
-//
-// Init and Attach are meant for shared mappings: while polling an empty
-// ring, their consumer reads the next record header before it is published
-// (see Peek). That read is harmless, but on Go memory shared by two
-// goroutines the race detector reports it; use New there.
 func Init(mem []byte, capacity int) (*Ring, error) {
 	if !validCapacity(capacity) {
 		return nil, fmt.Errorf("%w: %d", ErrBadCapacity, capacity)
@@ -168,6 +167,7 @@ func Init(mem []byte, capacity int) (*Ring, error) {
 	word64(mem, offTailOff).Store(offTail)
 	word64(mem, offHeadOff).Store(offHead)
 	word64(mem, offDataOff).Store(offData)
+	word64(mem, offData).Store(0)
 	word64(mem, offMagic).Store(Magic)
 	return newRing(mem, capacity, 0, 0), nil
 }
@@ -210,17 +210,29 @@ func Attach(mem []byte) (*Ring, error) {
 	if !validIndices(head, tail, uint64(capacity)) {
 		return nil, ErrCorrupt
 	}
-	return newRing(mem, capacity, head, tail), nil
+	// The tail word is a hint at most a quarter ring plus a record behind
+	// the published position, and it may be behind the head (the consumer
+	// read past it): walk the headers from the later of the two.
+	r := newRing(mem, capacity, head, head)
+	t, err := r.walk(max(head, tail))
+	if err != nil {
+		return nil, err
+	}
+	r.p.tail, r.p.pub, r.p.hint = t, t, tail
+	return r, nil
 }
 
+// validIndices checks the head and the tail hint read from a region: both
+// 8-byte aligned and no more than the capacity apart, either way round.
 func validIndices(head, tail, capacity uint64) bool {
-	return head <= tail && tail-head <= capacity && head&7 == 0 && tail&7 == 0
+	return head&7 == 0 && tail&7 == 0 && (tail-head <= capacity || head-tail <= capacity)
 }
 
 func newRing(mem []byte, capacity int, head, tail uint64) *Ring {
 	r := &Ring{
 		mem:        mem,
 		data:       mem[offData : offData+capacity : offData+capacity],
+		base:       unsafe.Pointer(&mem[offData]),
 		capacity:   uint64(capacity),
 		mask:       uint64(capacity - 1),
 		maxPayload: MaxPayloadFor(capacity),
@@ -228,9 +240,8 @@ func newRing(mem []byte, capacity int, head, tail uint64) *Ring {
 		head:       word64(mem, offHead),
 		corruptW:   word32(mem, offCorrupt),
 	}
-	r.speculate = true
-	r.p.tail, r.p.pub, r.p.head = tail, tail, head
+	r.p.tail, r.p.pub, r.p.head, r.p.hint = tail, tail, head, tail
 	r.p.resv = -1
-	r.c.head, r.c.pub, r.c.tail = head, head, tail
+	r.c.head, r.c.pub = head, head
 	return r
 }

@@ -1,8 +1,8 @@
 package ring
 
 import (
-	"encoding/binary"
 	"sync/atomic"
+	"unsafe"
 )
 
 // pad keeps the producer's and the consumer's private fields on different
@@ -24,23 +24,25 @@ const pad = 128
 type Ring struct {
 	// Read-only after construction.
 	mem        []byte
-	data       []byte // the data area, len == capacity
+	data       []byte         // the data area, len == capacity
+	base       unsafe.Pointer // &data[0], for the header words
 	capacity   uint64
 	mask       uint64
 	maxPayload int
-	tail       *atomic.Uint64 // shared: producer-written
+	tail       *atomic.Uint64 // shared: producer-written hint (see Publish)
 	head       *atomic.Uint64 // shared: consumer-written
 	corruptW   *atomic.Uint32 // shared: corrupt flag
 	corrupt    atomic.Bool    // local copy of the flag, checked on each call
-	speculate  bool           // read the next header while polling (Init/Attach)
 	_          [pad]byte
 
 	// Producer-private.
 	p struct {
-		tail uint64 // next write position (committed, maybe unpublished)
-		pub  uint64 // last tail stored to the shared word
-		head uint64 // cached consumer head
-		resv int    // payload bytes reserved at tail, -1 if none
+		tail  uint64 // next write position (committed, maybe unpublished)
+		pub   uint64 // position of the first unpublished record
+		first uint64 // header of the record at pub, stored by Publish
+		head  uint64 // cached consumer head
+		hint  uint64 // last value stored to the shared tail word
+		resv  int    // payload bytes reserved at tail, -1 if none
 	}
 	_ [pad]byte
 
@@ -48,13 +50,25 @@ type Ring struct {
 	c struct {
 		head uint64 // next read position (consumed, maybe unreleased)
 		pub  uint64 // last head stored to the shared word
-		tail uint64 // cached producer tail
 		peek uint64 // size of the peeked record incl. header, 0 if none
 	}
 	_ [pad]byte
 }
 
 func align8(n uint64) uint64 { return (n + 7) &^ 7 }
+
+// hdr returns the header word at data offset off. Every offset used is a
+// position masked by capacity-1 and positions are multiples of 8, so off
+// is in bounds and 8-byte aligned (the data area is Align-aligned).
+func (r *Ring) hdr(off uint64) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(r.base, off))
+}
+
+// putHdr writes the header word at data offset off with a plain store:
+// for words the consumer cannot be reading (see the package doc).
+func (r *Ring) putHdr(off, w uint64) {
+	*(*uint64)(unsafe.Add(r.base, off)) = w
+}
 
 func (r *Ring) markCorrupt() error {
 	r.corrupt.Store(true)
@@ -94,14 +108,14 @@ func (r *Ring) Corrupt() bool {
 // ErrCorrupt when the shared head cannot be right.
 func (r *Ring) Reserve(n int) ([]byte, error) {
 	// Fast path (the slow one is a separate function, to keep this one
-	// short): the record fits before the end of the data
-	// area and within the cached head.
+	// short): the record fits before the end of the data area, and it and
+	// the empty word after it fit within the cached head.
 	pos := r.p.tail
 	off := pos & r.mask
 	need := RecordHeader + align8(uint64(n))
-	if uint(n) <= uint(r.maxPayload) && need <= r.capacity-off && pos+need-r.p.head <= r.capacity && !r.corrupt.Load() {
+	if uint(n) <= uint(r.maxPayload) && need <= r.capacity-off && pos+need+RecordHeader-r.p.head <= r.capacity && !r.corrupt.Load() {
 		r.p.resv = n
-		return r.data[off+RecordHeader : off+RecordHeader+uint64(n) : off+RecordHeader+uint64(n)], nil
+		return unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), nil
 	}
 	return r.reserveSlow(n)
 }
@@ -120,22 +134,20 @@ func (r *Ring) reserveSlow(n int) ([]byte, error) {
 	if room := r.capacity - off; need > room {
 		padding = room
 	}
-	if pos+padding+need-r.p.head > r.capacity {
+	if end := pos + padding + need + RecordHeader; end-r.p.head > r.capacity {
 		h := r.head.Load()
 		if h < r.p.head || h > r.p.pub || h&7 != 0 {
 			return nil, r.markCorrupt()
 		}
 		r.p.head = h
-		if pos+padding+need-h > r.capacity {
+		if end-h > r.capacity {
 			return nil, ErrFull
 		}
 	}
 	if padding != 0 {
 		// Close the tail end with a padding record; it is committed
 		// now and published with the record that follows it.
-		binary.LittleEndian.PutUint64(r.data[off:off+8], header(padding-RecordHeader, 0, kindPad))
-		pos += padding
-		r.p.tail = pos
+		r.put(padding, header(padding-RecordHeader, 0, kindPad))
 		off = 0
 	}
 	r.p.resv = n
@@ -147,26 +159,54 @@ func header(n uint64, typ uint16, kind uint16) uint64 {
 	return n | uint64(typ)<<32 | uint64(kind)<<48
 }
 
+// put commits a record of size bytes (header included) with header word w
+// at the producer's tail: it writes the header, unless the record is the
+// first unpublished one, whose header Publish stores (after zeroing the
+// word behind the last record, where the consumer will look next).
+func (r *Ring) put(size, w uint64) {
+	pos := r.p.tail
+	if pos == r.p.pub {
+		r.p.first = w
+	} else {
+		r.putHdr(pos&r.mask, w)
+	}
+	r.p.tail = pos + size
+}
+
 // Commit finishes the reserved record with the given type and payload
 // length n (at most the reserved length). The record is not visible to the
 // consumer until Publish; committing several records and publishing once
 // batches them behind one shared store.
 func (r *Ring) Commit(typ uint16, n int) error {
-	if r.p.resv < 0 || n < 0 || n > r.p.resv {
+	if r.p.resv < 0 || uint(n) > uint(r.p.resv) {
 		return ErrNotReserved
 	}
-	off := r.p.tail & r.mask
-	binary.LittleEndian.PutUint64(r.data[off:off+8], header(uint64(n), typ, kindData))
-	r.p.tail += RecordHeader + align8(uint64(n))
+	r.put(RecordHeader+align8(uint64(n)), header(uint64(n), typ, kindData))
 	r.p.resv = -1
 	return nil
 }
 
-// Publish makes every committed record visible to the consumer.
+// Publish makes every committed record visible to the consumer: it zeroes
+// the word after the last one, then stores the header of the first (the
+// others were written at Commit, behind it).
 func (r *Ring) Publish() {
 	if r.p.tail != r.p.pub {
-		r.tail.Store(r.p.tail)
+		r.putHdr(r.p.tail&r.mask, 0)
+		r.hdr(r.p.pub & r.mask).Store(r.p.first)
 		r.p.pub = r.p.tail
+		r.storeHint()
+	}
+}
+
+// storeHint stores the published position to the shared tail word once
+// the producer has moved a quarter of the ring past the last store. No one
+// polls that word (the consumer polls headers): it tells Attach and Len
+// where to start walking headers, so it only needs to be close, and not
+// storing it on every Publish saves one locked store per message.
+func (r *Ring) storeHint() {
+	if r.p.pub-r.p.hint >= r.capacity/4 {
+		r.tail.Store(r.p.pub)
+		r.p.hint = r.p.pub
 	}
 }
 
@@ -174,21 +214,35 @@ func (r *Ring) Publish() {
 // it. It returns ErrFull, ErrTooLarge or ErrCorrupt as Reserve does; it
 // never blocks and never allocates.
 func (r *Ring) TryWrite(typ uint16, p []byte) error {
-	buf, err := r.Reserve(len(p))
+	// Fast path: Reserve, Commit and Publish in one, for a record that
+	// fits before the end of the data area and within the cached head.
+	n := uint64(len(p))
+	pos := r.p.tail
+	off := pos & r.mask
+	size := RecordHeader + align8(n)
+	if n <= uint64(r.maxPayload) && size <= r.capacity-off && pos+size+RecordHeader-r.p.head <= r.capacity && !r.corrupt.Load() {
+		Copy(unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), p)
+		r.putHdr((pos+size)&r.mask, 0)
+		w := header(n, typ, kindData)
+		if pos != r.p.pub { // committed records wait: this one goes behind them
+			r.putHdr(off, w)
+			off, w = r.p.pub&r.mask, r.p.first
+		}
+		r.hdr(off).Store(w)
+		pos += size
+		r.p.tail, r.p.pub, r.p.resv = pos, pos, -1
+		r.storeHint()
+		return nil
+	}
+	buf, err := r.reserveSlow(len(p))
 	if err != nil {
 		return err
 	}
 	Copy(buf, p)
-	r.commitReserved(typ, len(p))
+	r.put(size, header(n, typ, kindData))
+	r.p.resv = -1
 	r.Publish()
 	return nil
-}
-
-func (r *Ring) commitReserved(typ uint16, n int) {
-	off := r.p.tail & r.mask
-	binary.LittleEndian.PutUint64(r.data[off:off+8], header(uint64(n), typ, kindData))
-	r.p.tail += RecordHeader + align8(uint64(n))
-	r.p.resv = -1
 }
 
 // Free returns the bytes the producer can still commit, as of its last
@@ -201,7 +255,7 @@ func (r *Ring) Free() int {
 		return 0
 	}
 	r.p.head = h
-	return int(r.capacity - (r.p.tail - h))
+	return int(r.capacity - RecordHeader - (r.p.tail - h))
 }
 
 // ---- consumer ----
@@ -214,18 +268,18 @@ func (r *Ring) Free() int {
 // ErrEmpty. A record header that cannot be right returns ErrCorrupt.
 func (r *Ring) Peek() (typ uint16, payload []byte, err error) {
 	// Fast path (the slow one is a separate function, to keep this one
-	// short): a data record below the cached tail whose
-	// header is plausible.
-	h := r.c.head
-	if h != r.c.tail && !r.corrupt.Load() {
-		off := h & r.mask
-		w := binary.LittleEndian.Uint64(r.data[off : off+8 : off+8])
-		n := w & 0xffff_ffff
-		size := RecordHeader + align8(n)
-		if w>>48 == kindData && n <= uint64(r.maxPayload) && size <= r.c.tail-h && size <= r.capacity-off {
-			r.c.peek = size
-			return uint16(w >> 32), r.data[off+RecordHeader : off+RecordHeader+n : off+RecordHeader+n], nil
-		}
+	// short): one load of the header word at the read position finds a
+	// published data record whose length fits.
+	off := r.c.head & r.mask
+	w := r.hdr(off).Load()
+	n := w & 0xffff_ffff
+	if w>>48 == kindData && n <= uint64(r.maxPayload) && RecordHeader+align8(n) <= r.capacity-off && !r.corrupt.Load() {
+		r.c.peek = RecordHeader + align8(n)
+		return uint16(w >> 32), unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), nil
+	}
+	if w == 0 && !r.corrupt.Load() { // the polling case, kept short
+		r.Release()
+		return 0, nil, ErrEmpty
 	}
 	return r.peekSlow()
 }
@@ -234,62 +288,40 @@ func (r *Ring) peekSlow() (typ uint16, payload []byte, err error) {
 	if r.corrupt.Load() {
 		return 0, nil, ErrCorrupt
 	}
-	for {
-		h := r.c.head
-		off := h & r.mask
-		var w uint64
-		read := false
-		if h == r.c.tail {
-			t := r.tail.Load()
-			if r.speculate {
-				// Read the next header now, before knowing whether
-				// it is published, so the CPU fetches the tail's line
-				// and the record's line in parallel rather than one
-				// after the other (half the latency of a ping-pong).
-				// The read follows the tail load in program order,
-				// so when t > h it is the published header; when
-				// t == h it is discarded. Only rings in a shared
-				// mapping do this: there the race detector does not
-				// look, while on Go memory (New) it would rightly
-				// report this deliberate read of a word the producer
-				// may be writing.
-				w = binary.LittleEndian.Uint64(r.data[off : off+8])
-				read = true
-			}
-			if t < r.c.tail || t-r.c.pub > r.capacity || t&7 != 0 {
-				return 0, nil, r.markCorrupt()
-			}
-			r.c.tail = t
-			if t == h {
-				r.Release()
-				return 0, nil, ErrEmpty
-			}
-		}
-		avail := r.c.tail - h
-		if !read {
-			w = binary.LittleEndian.Uint64(r.data[off : off+8])
-		}
+	// At most two rounds: a padding record ends the data area, and the
+	// one at offset 0 cannot be padding (padding is shorter than half the
+	// capacity), so this cannot spin on forged headers.
+	for range 2 {
+		off := r.c.head & r.mask
+		w := r.hdr(off).Load()
 		n := w & 0xffff_ffff
 		size := RecordHeader + align8(n)
 		room := r.capacity - off
 		switch uint16(w >> 48) {
+		case 0:
+			if w != 0 {
+				return 0, nil, r.markCorrupt()
+			}
+			r.Release()
+			return 0, nil, ErrEmpty
 		case kindData:
-			if n > uint64(r.maxPayload) || size > avail || size > room {
+			if n > uint64(r.maxPayload) || size > room {
 				return 0, nil, r.markCorrupt()
 			}
 			r.c.peek = size
 			start := off + RecordHeader
 			return uint16(w >> 32), r.data[start : start+n : start+n], nil
 		case kindPad:
-			if size != room || size > avail || uint16(w>>32) != 0 {
+			if size != room || size >= r.capacity/2 || uint16(w>>32) != 0 {
 				return 0, nil, r.markCorrupt()
 			}
-			r.c.head = h + size
+			r.c.head += size
 			r.c.peek = 0
 		default:
 			return 0, nil, r.markCorrupt()
 		}
 	}
+	return 0, nil, r.markCorrupt()
 }
 
 // Consume drops the record returned by the last Peek. Its space goes back
@@ -321,6 +353,29 @@ func (r *Ring) Release() {
 // Empty finds the ring empty. A consumer that reads until ErrEmpty (or
 // Empty) therefore never holds back the producer.
 func (r *Ring) TryRead(dst []byte) (typ uint16, n int, err error) {
+	// Fast path: Peek and Consume in one, for a data record that fits dst.
+	h := r.c.head
+	off := h & r.mask
+	w := r.hdr(off).Load()
+	ln := w & 0xffff_ffff
+	size := RecordHeader + align8(ln)
+	if w>>48 == kindData && ln <= uint64(len(dst)) && ln <= uint64(r.maxPayload) && size <= r.capacity-off && !r.corrupt.Load() {
+		Copy(dst[:ln], unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), ln))
+		h += size
+		r.c.head, r.c.peek = h, 0
+		if h-r.c.pub >= r.capacity/4 {
+			r.Release()
+		}
+		return uint16(w >> 32), int(ln), nil
+	}
+	if w == 0 && !r.corrupt.Load() { // the polling case, kept short
+		r.Release()
+		return 0, 0, ErrEmpty
+	}
+	return r.tryReadSlow(dst)
+}
+
+func (r *Ring) tryReadSlow(dst []byte) (typ uint16, n int, err error) {
 	typ, p, err := r.Peek()
 	if err != nil {
 		return 0, 0, err
@@ -337,40 +392,72 @@ func (r *Ring) TryRead(dst []byte) (typ uint16, n int, err error) {
 	return typ, n, nil
 }
 
-// Empty reports whether the consumer has nothing left to read: its read
-// position equals the producer's published tail (one atomic load). It is
-// the check a receiver makes before sleeping on a doorbell: if the producer
-// publishes and then rings, a consumer that checks Empty after arming the
-// doorbell cannot miss the record. False can also mean "only a padding
-// record", which the next Peek skips before reporting ErrEmpty. When it
-// returns true it also releases everything consumed.
+// Empty reports whether the consumer has nothing left to read: the header
+// word at its read position is still zero (one atomic load, of the line
+// the next record will be written to). It is the check a receiver makes
+// before sleeping on a doorbell: if the producer publishes and then rings,
+// a consumer that checks Empty after arming the doorbell cannot miss the
+// record. False can also mean "only a padding record", which the next Peek
+// skips before reporting ErrEmpty, or a corrupt header, which Peek
+// reports. When it returns true it also releases everything consumed.
 func (r *Ring) Empty() bool {
-	if r.c.head != r.c.tail {
-		return false
-	}
-	if r.tail.Load() != r.c.head {
+	if r.hdr(r.c.head&r.mask).Load() != 0 {
 		return false
 	}
 	r.Release()
 	return true
 }
 
-// Ready reports whether Peek may find a record: the consumer has records
-// below its cached tail, or the producer published past the consumer's
-// position (one atomic load of the shared tail, which stays in the
-// consumer's cache until the producer writes it). It changes nothing, so a
-// poller can ask many rings cheaply and drain only those that answer true.
+// Ready reports whether Peek may find a record: the header word at the
+// consumer's read position is set (one atomic load of a line that stays in
+// the consumer's cache until the producer writes it). It changes nothing,
+// so a poller can ask many rings cheaply and drain only those that answer
+// true.
 func (r *Ring) Ready() bool {
-	return r.c.head != r.c.tail || r.tail.Load() != r.c.head
+	return r.hdr(r.c.head&r.mask).Load() != 0
 }
 
 // Len returns the bytes of published, unconsumed records (headers and
-// padding included) as seen by the consumer.
+// padding included) as seen by the consumer. It walks the record headers
+// from the read position, so it costs one load per record; it is meant for
+// diagnostics and tests, not for polling (use Ready or Empty).
 func (r *Ring) Len() int {
-	t := r.tail.Load()
-	if t < r.c.head || t-r.c.head > r.capacity {
-		r.markCorrupt()
+	t, err := r.walk(r.c.head)
+	if err != nil {
 		return 0
 	}
 	return int(t - r.c.head)
+}
+
+// walk follows published record headers from position from (a record
+// boundary) to the first zero header word and returns that position: the
+// producer's published position, or a lower bound of it if the producer
+// publishes meanwhile. A header that cannot be right, or a walk of more
+// than the capacity, marks the ring corrupt.
+func (r *Ring) walk(from uint64) (uint64, error) {
+	pos := from
+	for pos-from <= r.capacity-RecordHeader {
+		off := pos & r.mask
+		w := r.hdr(off).Load()
+		if w == 0 {
+			return pos, nil
+		}
+		n := w & 0xffff_ffff
+		size := RecordHeader + align8(n)
+		room := r.capacity - off
+		switch uint16(w >> 48) {
+		case kindData:
+			if n > uint64(r.maxPayload) || size > room {
+				return 0, r.markCorrupt()
+			}
+		case kindPad:
+			if size != room || size >= r.capacity/2 || uint16(w>>32) != 0 {
+				return 0, r.markCorrupt()
+			}
+		default:
+			return 0, r.markCorrupt()
+		}
+		pos += size
+	}
+	return 0, r.markCorrupt()
 }

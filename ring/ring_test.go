@@ -85,7 +85,9 @@ func TestEmptyRing_PeekAndTryReadReturnErrEmpty(t *testing.T) {
 func TestFullRing_ErrFullUntilReleased(t *testing.T) {
 	r := mustNew(t, 256)
 	p := make([]byte, 24) // 32 bytes per record
-	for i := 0; i < 8; i++ {
+	// 7 records: 224 bytes, plus the zero word the next record's header
+	// will overwrite; an 8th does not fit, a smaller one still does.
+	for i := 0; i < 7; i++ {
 		if err := r.TryWrite(1, p); err != nil {
 			t.Fatalf("write %d: %v", i, err)
 		}
@@ -93,8 +95,17 @@ func TestFullRing_ErrFullUntilReleased(t *testing.T) {
 	if err := r.TryWrite(1, p); err != ring.ErrFull {
 		t.Fatalf("write into full ring = %v, want ErrFull", err)
 	}
+	if r.Free() != 24 {
+		t.Fatalf("Free = %d, want 24", r.Free())
+	}
+	if err := r.TryWrite(1, p[:16]); err != nil {
+		t.Fatalf("write of a record of Free bytes: %v", err)
+	}
 	if r.Free() != 0 {
 		t.Fatalf("Free = %d, want 0", r.Free())
+	}
+	if err := r.TryWrite(1, nil); err != ring.ErrFull {
+		t.Fatalf("empty record into full ring = %v, want ErrFull", err)
 	}
 	// Consumed but not released: still full.
 	if _, _, err := r.Peek(); err != nil {
@@ -103,11 +114,13 @@ func TestFullRing_ErrFullUntilReleased(t *testing.T) {
 	if err := r.Consume(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.TryWrite(1, p); err != ring.ErrFull {
+	// The 32 bytes freed hold the 8 bytes of padding to the end and a
+	// 24-byte record at offset 0.
+	if err := r.TryWrite(1, p[:16]); err != ring.ErrFull {
 		t.Fatalf("write before Release = %v, want ErrFull", err)
 	}
 	r.Release()
-	if err := r.TryWrite(1, p); err != nil {
+	if err := r.TryWrite(1, p[:16]); err != nil {
 		t.Fatalf("write after Release: %v", err)
 	}
 }
@@ -266,7 +279,7 @@ func TestProperty_RandomOpsMatchModel(t *testing.T) {
 				if need > capacity-off {
 					padding = capacity - off
 				}
-				fits := pos+padding+need-released <= capacity
+				fits := pos+padding+need+8-released <= capacity // + the zero word after it
 				b, err := r.Reserve(n)
 				if fits != (err == nil) || (!fits && err != ring.ErrFull) {
 					t.Fatalf("cap %d op %d: Reserve(%d) = %v, model fits=%v", capacity, op, n, err, fits)
@@ -430,21 +443,22 @@ func TestTryRead_ReleasesAtAQuarterOrWhenEmpty(t *testing.T) {
 	}
 	dst := make([]byte, 8)
 	r.TryRead(dst)
-	if got := r.Free(); got != 256-8*16 {
-		t.Fatalf("Free after one TryRead = %d, want %d (not yet released)", got, 256-8*16)
+	const usable = 256 - 8 // the zero word after the last record
+	if got := r.Free(); got != usable-8*16 {
+		t.Fatalf("Free after one TryRead = %d, want %d (not yet released)", got, usable-8*16)
 	}
 	for i := 1; i < 4; i++ {
 		r.TryRead(dst)
 	}
-	if got := r.Free(); got != 256-4*16 {
-		t.Fatalf("Free after a quarter read = %d, want %d", got, 256-4*16)
+	if got := r.Free(); got != usable-4*16 {
+		t.Fatalf("Free after a quarter read = %d, want %d", got, usable-4*16)
 	}
 	for {
 		if _, _, err := r.TryRead(dst); err == ring.ErrEmpty {
 			break
 		}
 	}
-	if got := r.Free(); got != 256 {
-		t.Fatalf("Free after reading to ErrEmpty = %d, want 256", got)
+	if got := r.Free(); got != usable {
+		t.Fatalf("Free after reading to ErrEmpty = %d, want %d", got, usable)
 	}
 }

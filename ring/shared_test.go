@@ -57,6 +57,55 @@ func TestAttach_PicksUpIndicesOfALiveRing(t *testing.T) {
 	}
 }
 
+// TestAttach_ProducerResumesAtThePublishedPosition: the tail word is only
+// a hint (stored every quarter ring), so a producer attaching later must
+// find the published position by walking the headers: behind the hint,
+// past it across a wrap, and with the consumer ahead of the hint.
+func TestAttach_ProducerResumesAtThePublishedPosition(t *testing.T) {
+	const c = 256
+	mem := alignedBuf(ring.Size(c))
+	w, _ := ring.Init(mem, c)
+	r, _ := ring.Attach(mem)
+	dst := make([]byte, 64)
+	want := 0 // next record number the consumer expects
+	next := 0 // next record number to write
+	for round := 0; round < 40; round++ {
+		// A few records (fewer than a quarter ring, so the hint lags),
+		// then a fresh producer handle takes over from the last one.
+		for k := 0; k < 1+round%3; k++ {
+			if err := w.TryWrite(uint16(next), make([]byte, 8+round%17)); err != nil {
+				t.Fatalf("round %d: write %d: %v", round, next, err)
+			}
+			next++
+		}
+		if round%2 == 0 {
+			if got := r.Len(); got == 0 {
+				t.Fatalf("round %d: Len = 0 with records published", round)
+			}
+		}
+		var err error
+		if w, err = ring.Attach(mem); err != nil {
+			t.Fatalf("round %d: Attach: %v", round, err)
+		}
+		for {
+			typ, _, err := r.TryRead(dst)
+			if err == ring.ErrEmpty {
+				break
+			}
+			if err != nil || int(typ) != want {
+				t.Fatalf("round %d: read type %d, %v; want %d", round, typ, err, want)
+			}
+			want++
+		}
+		if r.Len() != 0 {
+			t.Fatalf("round %d: Len = %d after draining", round, r.Len())
+		}
+	}
+	if want != next {
+		t.Fatalf("read %d records, wrote %d", want, next)
+	}
+}
+
 func TestAttach_RefusesForeignOrBrokenRegions(t *testing.T) {
 	const c = 256
 	fresh := func() []byte {
@@ -79,7 +128,7 @@ func TestAttach_RefusesForeignOrBrokenRegions(t *testing.T) {
 	}{
 		{"zero region", func(m []byte) []byte { clear(m); return m }, ring.ErrBadRegion},
 		{"bad magic", put64(0, 42), ring.ErrBadRegion},
-		{"other version", put32(ring.OffVersion, 2), ring.ErrBadRegion},
+		{"other version", put32(ring.OffVersion, ring.Version+1), ring.ErrBadRegion},
 		{"other line separation", put32(ring.OffLineSep, 64), ring.ErrBadRegion},
 		{"capacity not power of two", put64(ring.OffCapacity, 300), ring.ErrBadRegion},
 		{"capacity beyond region", put64(ring.OffCapacity, 1<<20), ring.ErrBadRegion},
@@ -87,7 +136,8 @@ func TestAttach_RefusesForeignOrBrokenRegions(t *testing.T) {
 		{"moved data offset", put64(ring.OffDataOff, 512), ring.ErrBadRegion},
 		{"too short", func(m []byte) []byte { return m[:100] }, ring.ErrBadRegion},
 		{"misaligned", func(m []byte) []byte { return m[8:] }, ring.ErrBadRegion},
-		{"head beyond tail", put64(ring.OffHead, 64), ring.ErrCorrupt},
+		{"head more than the capacity beyond the tail hint", put64(ring.OffHead, 1024), ring.ErrCorrupt},
+		{"forged record header", put64(ring.OffData, 1<<63|8), ring.ErrCorrupt},
 		{"tail beyond capacity", put64(ring.OffTail, 1024), ring.ErrCorrupt},
 		{"unaligned tail", put64(ring.OffTail, 3), ring.ErrCorrupt},
 		{"marked corrupt", put32(ring.OffCorrupt, 1), ring.ErrCorrupt},
@@ -127,26 +177,38 @@ func TestCorruptSharedState_ErrCorruptIsStickyAndSeenByPeer(t *testing.T) {
 		mutate func(mem []byte, r *ring.Ring)
 		reader bool // exercise the consumer (else the producer)
 	}{
-		{"record length beyond published tail", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(64, 1, 0))
-		}, true},
 		{"record length beyond max payload", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(1<<31, 1, 0))
+			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(1<<31, 1, ring.KindData))
 		}, true},
 		{"unknown record kind", func(m []byte, _ *ring.Ring) {
 			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(8, 1, 7))
 		}, true},
-		{"padding not reaching the end", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(8, 0, 1))
+		{"kind 0 with a length (neither empty nor a record)", func(m []byte, _ *ring.Ring) {
+			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(8, 1, 0))
 		}, true},
-		{"tail moved backwards", func(m []byte, r *ring.Ring) {
+		{"padding not reaching the end", func(m []byte, _ *ring.Ring) {
+			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(8, 0, ring.KindPad))
+		}, true},
+		{"padding filling the whole data area", func(m []byte, _ *ring.Ring) {
+			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(c-8, 0, ring.KindPad))
+		}, true},
+		{"record running past the end of the data area", func(m []byte, r *ring.Ring) {
+			// Move the read position to offset 200 (56 bytes before
+			// the end), then forge a record of 100 bytes there: within
+			// MaxPayload, but past the end.
+			w, _ := ring.Attach(m)
+			for i := 0; i < 11; i++ { // 24 (first record) + 11*16 = 200
+				if _, _, err := r.TryRead(make([]byte, 64)); err != nil && err != ring.ErrEmpty {
+					panic(err)
+				}
+				if err := w.TryWrite(1, make([]byte, 8)); err != nil {
+					panic(err)
+				}
+			}
 			if _, _, err := r.TryRead(make([]byte, 64)); err != nil {
 				panic(err)
 			}
-			binary.LittleEndian.PutUint64(m[ring.OffTail:], 0)
-		}, true},
-		{"tail beyond capacity", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffTail:], 1<<40)
+			binary.LittleEndian.PutUint64(m[ring.OffData+200:], hdr(100, 1, ring.KindData))
 		}, true},
 		{"head beyond published tail", func(m []byte, _ *ring.Ring) {
 			binary.LittleEndian.PutUint64(m[ring.OffHead:], 4096)

@@ -59,7 +59,7 @@ const (
 	maxRTSIOV  = 8
 	pollBudget = 64 // records drained from one ring per Poll before moving on
 	// directMax is the number of inbound peers up to which Poll looks at
-	// their rings' tails directly before consulting the bitmap: one load
+	// their rings' next header words directly before consulting the bitmap: one load
 	// per ring, a cache hit until the sender publishes, where the bitmap
 	// costs the receiver a swap of a line the sender wrote (two more
 	// cross-core transfers on the latency path).
@@ -822,7 +822,7 @@ func (t *Transport) Poll(s transport.Sink) bool {
 		t.accept()
 		did = true
 	}
-	// With few inbound peers their tails are checked first; the bitmap
+	// With few inbound peers their rings are checked first; the bitmap
 	// (which senders keep setting) is taken only when that found nothing,
 	// so it is cleared off the latency path and never loses a ring.
 	if n := len(t.direct); n > 0 && n <= directMax && t.sweep(s) {
@@ -935,7 +935,7 @@ func (t *Transport) drain(p *peer, s transport.Sink) (did bool) {
 	return did
 }
 
-// sweep drains the inbound rings whose tails moved, for Poll with at most
+// sweep drains the inbound rings with a record ready, for Poll with at most
 // directMax peers. One panic-on-fault scope covers the whole sweep.
 func (t *Transport) sweep(s transport.Sink) (did bool) {
 	old := debug.SetPanicOnFault(true)
@@ -974,9 +974,7 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 	did := false
 	for k := 0; k < pollBudget; k++ {
 		// The common end of a drain: everything published was consumed.
-		// Empty is one load of the tail and the release; Peek would reach
-		// the same answer through its checked slow path. (The first Peek
-		// goes there anyway, to learn the new tail.)
+		// Empty is one load of the next header word and the release.
 		if k > 0 && in.Empty() {
 			return did, nil
 		}
