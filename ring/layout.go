@@ -173,9 +173,11 @@ func Init(mem []byte, capacity int) (*Ring, error) {
 }
 
 // Attach opens the ring that a peer laid out with Init at the start of mem.
-// It validates magic, version, line separation, capacity, offsets and the
-// two indices, and refuses anything else with ErrBadRegion (or ErrCorrupt
-// for impossible indices). mem may be longer than the ring.
+// It validates magic, version, line separation, capacity, offsets, the
+// head and the tail hint, then walks the published record headers to find
+// the producer's position; it refuses anything else with ErrBadRegion (or
+// ErrCorrupt for impossible indices or headers). mem may be longer than the
+// ring.
 func Attach(mem []byte) (*Ring, error) {
 	if err := checkRegion(mem); err != nil {
 		return nil, err

@@ -345,8 +345,27 @@ func TestConcurrent_InProcessNoLossDupOrReorder(t *testing.T) {
 		defer wg.Done()
 		rng := rand.New(rand.NewPCG(1, 2))
 		batch := 0
+		var tmp [256]byte
 		for seq := uint64(0); seq < uint64(n) && !stop.Load(); {
 			size := 12 + rng.IntN(200)
+			if seq%7 == 3 {
+				// TryWrite behind committed, unpublished records:
+				// it publishes them and itself.
+				fillRecord(tmp[:size], seq)
+				if err := r.TryWrite(uint16(seq), tmp[:size]); err == ring.ErrFull {
+					r.Publish()
+					batch = 0
+					spin()
+					continue
+				} else if err != nil {
+					t.Error(err)
+					stop.Store(true)
+					return
+				}
+				seq++
+				batch = 0
+				continue
+			}
 			b, err := r.Reserve(size)
 			if err == ring.ErrFull {
 				r.Publish()
@@ -370,8 +389,21 @@ func TestConcurrent_InProcessNoLossDupOrReorder(t *testing.T) {
 		r.Publish()
 	}()
 	deadline := testDeadline(t)
+	dst := make([]byte, 256)
 	for seq, idle := uint64(0), 0; seq < uint64(n); {
-		typ, p, err := r.Peek()
+		var (
+			typ uint16
+			p   []byte
+			err error
+		)
+		viaTryRead := seq%3 == 1
+		if viaTryRead {
+			var k int
+			typ, k, err = r.TryRead(dst)
+			p = dst[:k]
+		} else {
+			typ, p, err = r.Peek()
+		}
 		if err == ring.ErrEmpty {
 			if idle++; idle&1023 == 0 && (stop.Load() || time.Now().After(deadline)) {
 				t.Fatalf("stopped waiting at record %d of %d", seq, n)
@@ -385,7 +417,9 @@ func TestConcurrent_InProcessNoLossDupOrReorder(t *testing.T) {
 		if err := checkRecord(p, seq); err != nil || typ != uint16(seq) {
 			t.Fatalf("record %d: %v (type %d)", seq, err, typ)
 		}
-		r.Consume()
+		if !viaTryRead {
+			r.Consume()
+		}
 		seq++
 		if seq%8 == 0 {
 			r.Release()
