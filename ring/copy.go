@@ -106,7 +106,10 @@ func Copy(dst, src []byte) int {
 }
 
 // copyAny is Copy for every size but the word, kept out of line so that
-// Copy itself stays small enough to inline.
+// Copy itself stays small enough to inline (the builtin copy alone takes
+// most of the inlining budget; Copy is at it, 80, and a test checks it
+// still inlines). Other sizes pay this one extra call: about 1 ns (4 KiB:
+// 27.4 vs 26.6 ns for copy).
 //
 //go:noinline
 func copyAny(dst, src []byte) int {

@@ -3,6 +3,11 @@ package ring_test
 import (
 	"bytes"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -84,4 +89,25 @@ func FuzzCopySegmented(f *testing.F) {
 			t.Fatal("segmented copy differs from builtin")
 		}
 	})
+}
+
+// TestCopy_Inlines: the word move pays only if Copy is inlined into its
+// callers (no call, no spills). Copy sits at the inliner's budget, so a
+// change to it or to the compiler could silently undo that; the compiler's
+// own report says.
+func TestCopy_Inlines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the package")
+	}
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if _, err := os.Stat(gobin); err != nil {
+		t.Skipf("no go tool: %v", err)
+	}
+	out, err := exec.Command(gobin, "build", "-gcflags=-m", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`(?m)copy\.go:\d+:\d+: can inline Copy\b`).Match(out) {
+		t.Fatalf("Copy is no longer inlinable:\n%s", out)
+	}
 }
