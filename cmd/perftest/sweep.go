@@ -24,7 +24,7 @@ func sweepLatencyIters(size int) int { return min(latencyIters(size), 1000) }
 
 func sweepBWIters(size, window int) int {
 	n := (32 << 20) / max(size, 1)
-	n = min(max(n, 2*window), 16*window)
+	n = min(max(n, 2*window), max(16*window, 1<<18))
 	return n - n%window
 }
 
@@ -46,7 +46,7 @@ func sweepPlans(prov, wait string, iters int, budget time.Duration) []*plan {
 			li, bi = iters, (iters+sweepWindow-1)/sweepWindow*sweepWindow
 		}
 		lat.Iters, lat.Warmup = append(lat.Iters, li), append(lat.Warmup, min(max(li/10, 1), 50))
-		bw.Iters, bw.Warmup = append(bw.Iters, bi), append(bw.Warmup, sweepWindow)
+		bw.Iters, bw.Warmup = append(bw.Iters, bi), append(bw.Warmup, bwWarmup(bi, sweepWindow))
 	}
 	return []*plan{lat, bw}
 }

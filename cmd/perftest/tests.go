@@ -43,11 +43,23 @@ func latencyIters(size int) int {
 }
 
 // bwIters is the default message count for a bandwidth size: about 64 MiB,
-// between 4 and 40 windows.
+// at least 4 windows and at most 40 windows or 1Mi messages, whichever is
+// more (small messages need many to time well: 10k messages of 8 bytes
+// pass in about a millisecond). The time budget (-time) bounds the run.
 func bwIters(size, window int) int {
 	n := (64 << 20) / max(size, 1)
-	n = min(max(n, 4*window), 40*window)
+	n = min(max(n, 4*window), max(40*window, 1<<20))
 	return n - n%window
+}
+
+// bwWarmup is the warm-up for a bandwidth size of it messages: a tenth of
+// them, between 1 and 64 windows. The first size of a run also pays for
+// the connection's first use (page faults in rings and queues, pools
+// filling up); one window was too short for that, and the budget then
+// sized the timed phase from a pace several times too slow.
+func bwWarmup(it, window int) int {
+	w := min(max(it/10, window), 64*window)
+	return w - w%window
 }
 
 // testOpts are the flags of latency, bw and msgrate.
@@ -83,7 +95,7 @@ func (o *testOpts) buildPlan() *plan {
 			if it < 0 {
 				it = bwIters(s, o.window)
 			}
-			warm = o.window
+			warm = bwWarmup(it, o.window)
 		}
 		p.Iters = append(p.Iters, it)
 		p.Warmup = append(p.Warmup, warm)
