@@ -12,6 +12,8 @@ import (
 // prefetch pair, whatever the CPU reports: the layout is a wire format two
 // processes must agree on, so it cannot depend on a runtime cpuid value.
 // The cpuid line size (CacheLine) is checked to be no larger at start-up.
+// Every word, record headers included, is in the host's byte order: a
+// region never leaves the host, and the words are accessed atomically.
 //
 //	offset  size  field                           written by
 //	     0     8  magic                           creator (last, atomically)
