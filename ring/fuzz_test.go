@@ -18,7 +18,7 @@ func FuzzAttach(f *testing.F) {
 	f.Add(append([]byte(nil), good...), []byte{1, 2})
 	f.Add(make([]byte, ring.Size(64)), []byte{0})
 	broken := append([]byte(nil), good...)
-	binary.LittleEndian.PutUint64(broken[ring.OffData:], 1<<48|40)
+	binary.NativeEndian.PutUint64(broken[ring.OffData:], 1<<48|40)
 	f.Add(broken, []byte{3})
 	f.Fuzz(func(t *testing.T, region []byte, ops []byte) {
 		mem := alignedBuf(len(region))
@@ -66,8 +66,8 @@ func FuzzSharedRecords(f *testing.F) {
 			t.Fatal(err)
 		}
 		copy(mem[ring.OffData:], data)
-		binary.LittleEndian.PutUint64(mem[ring.OffTail:], tail)
-		binary.LittleEndian.PutUint64(mem[ring.OffHead:], head)
+		binary.NativeEndian.PutUint64(mem[ring.OffTail:], tail)
+		binary.NativeEndian.PutUint64(mem[ring.OffHead:], head)
 		r, err := ring.Attach(mem)
 		if err != nil {
 			return

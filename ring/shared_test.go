@@ -116,10 +116,10 @@ func TestAttach_RefusesForeignOrBrokenRegions(t *testing.T) {
 		return mem
 	}
 	put64 := func(off int, v uint64) func([]byte) []byte {
-		return func(m []byte) []byte { binary.LittleEndian.PutUint64(m[off:], v); return m }
+		return func(m []byte) []byte { binary.NativeEndian.PutUint64(m[off:], v); return m }
 	}
 	put32 := func(off int, v uint32) func([]byte) []byte {
-		return func(m []byte) []byte { binary.LittleEndian.PutUint32(m[off:], v); return m }
+		return func(m []byte) []byte { binary.NativeEndian.PutUint32(m[off:], v); return m }
 	}
 	tests := []struct {
 		name   string
@@ -178,19 +178,19 @@ func TestCorruptSharedState_ErrCorruptIsStickyAndSeenByPeer(t *testing.T) {
 		reader bool // exercise the consumer (else the producer)
 	}{
 		{"record length beyond max payload", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(1<<31, 1, ring.KindData))
+			binary.NativeEndian.PutUint64(m[ring.OffData:], hdr(1<<31, 1, ring.KindData))
 		}, true},
 		{"unknown record kind", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(8, 1, 7))
+			binary.NativeEndian.PutUint64(m[ring.OffData:], hdr(8, 1, 7))
 		}, true},
 		{"kind 0 with a length (neither empty nor a record)", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(8, 1, 0))
+			binary.NativeEndian.PutUint64(m[ring.OffData:], hdr(8, 1, 0))
 		}, true},
 		{"padding not reaching the end", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(8, 0, ring.KindPad))
+			binary.NativeEndian.PutUint64(m[ring.OffData:], hdr(8, 0, ring.KindPad))
 		}, true},
 		{"padding filling the whole data area", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffData:], hdr(c-8, 0, ring.KindPad))
+			binary.NativeEndian.PutUint64(m[ring.OffData:], hdr(c-8, 0, ring.KindPad))
 		}, true},
 		{"record running past the end of the data area", func(m []byte, r *ring.Ring) {
 			// Move the read position to offset 200 (56 bytes before
@@ -208,13 +208,13 @@ func TestCorruptSharedState_ErrCorruptIsStickyAndSeenByPeer(t *testing.T) {
 			if _, _, err := r.TryRead(make([]byte, 64)); err != nil {
 				panic(err)
 			}
-			binary.LittleEndian.PutUint64(m[ring.OffData+200:], hdr(100, 1, ring.KindData))
+			binary.NativeEndian.PutUint64(m[ring.OffData+200:], hdr(100, 1, ring.KindData))
 		}, true},
 		{"head beyond published tail", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffHead:], 4096)
+			binary.NativeEndian.PutUint64(m[ring.OffHead:], 4096)
 		}, false},
 		{"unaligned head", func(m []byte, _ *ring.Ring) {
-			binary.LittleEndian.PutUint64(m[ring.OffHead:], 5)
+			binary.NativeEndian.PutUint64(m[ring.OffHead:], 5)
 		}, false},
 	}
 	for _, tt := range tests {
