@@ -17,10 +17,10 @@ const pad = 128
 //
 // Concurrency: the producer methods (Reserve, Commit, Publish, TryWrite,
 // Free) may be called by one goroutine at a time and the consumer methods
-// (Peek, Consume, Release, TryRead, Empty, Len) by one other goroutine at a
-// time; the two sides may run concurrently, in one process or in two
-// processes attached to the same region. Accessors (Cap, MaxPayload,
-// Corrupt, Size) are safe for concurrent use.
+// (Peek, Consume, Release, TryRead, Empty, Ready, Len) by one other
+// goroutine at a time; the two sides may run concurrently, in one process
+// or in two processes attached to the same region. Accessors (Cap,
+// MaxPayload, Corrupt, Size) are safe for concurrent use.
 type Ring struct {
 	// Read-only after construction.
 	mem        []byte
