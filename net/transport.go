@@ -226,6 +226,11 @@ func Listen(cfg Config) (*Transport, error) {
 			gnet.WithNumEventLoop(1),
 			gnet.WithLoadBalancing(gnet.LeastConnections), // Register from other goroutines is race-free with it
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			// A restarted endpoint must be able to listen at its old
+			// address although the connections it had accepted there sit
+			// in TIME_WAIT (SO_REUSEADDR never lets two listeners share a
+			// port on Linux; that is SO_REUSEPORT, left off).
+			gnet.WithReuseAddr(true),
 			gnet.WithLogger(nopLogger{}),
 			gnet.WithTicker(true),
 		)
