@@ -34,6 +34,10 @@ const (
 var (
 	errRefused = errors.New("net: peer refused (authentication)")
 	errClosing = errors.New("net: transport closing")
+	// errDetached stops the decoding of a connection that was torn down
+	// (its peer failed or restarted) while gnet still had bytes of it to
+	// deliver: they belong to an ended incarnation of the peer.
+	errDetached = errors.New("net: frame on a torn-down connection")
 )
 
 // tconn is one TCP connection. Loop-owned fields are touched only by the
@@ -491,6 +495,10 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 			return false, nil
 		}
 		p.mu.Lock()
+		if tc.detached {
+			p.mu.Unlock()
+			return false, errDetached // reserved, never committed
+		}
 		p.recvUsed += cost
 		over := p.recvUsed > int64(t.cfg.Window)
 		epoch := p.epoch
@@ -515,6 +523,9 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 	case opCTS:
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if tc.detached {
+			return false, errDetached
+		}
 		if f.cookie > 0xffffffff {
 			return false, fmt.Errorf("%w: CTS cookie", errProto)
 		}
@@ -532,6 +543,9 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 	case opCredit:
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if tc.detached {
+			return false, errDetached // credit of an ended incarnation
+		}
 		p.credit += int64(f.length)
 		if p.credit > p.peerWindow {
 			return false, fmt.Errorf("%w: credit beyond the window", errProto)
@@ -548,6 +562,9 @@ func (tc *tconn) dataStart(f *frame) error {
 	p := tc.peer
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if tc.detached {
+		return errDetached
+	}
 	if f.cookie > 0xffffffff {
 		return fmt.Errorf("%w: DATA id", errProto)
 	}

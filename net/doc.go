@@ -13,7 +13,10 @@
 // instance id, a nonce and the receive window; then, when an auth key is
 // configured, an HMAC proof over both HELLOs). A peer is identified by the
 // address it listens on; a peer whose instance id changes has restarted and
-// replaces its old connections (everything owed on them fails).
+// replaces its old connections: everything owed on them fails with
+// ECONNRESET, including frames still queued on a dial that reached the new
+// process, and late bytes of the old connections are refused, so credit,
+// window accounting and rendezvous state always belong to one incarnation.
 //
 // # Threads and ownership
 //

@@ -401,6 +401,10 @@ func (p *peer) breakLocked(tc *tconn, err error) {
 
 // teardownLocked fails everything owed by or to the peer with code, closes
 // its connections except keep, and reports PeerDown after the failures.
+// It ends an incarnation of the peer: credit, window, receive accounting
+// and pending rendezvous start afresh, frames still queued on keep are
+// failed, and the dropped connections are detached, so that bytes gnet
+// still delivers from them before it closes them are refused (frame).
 func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 	t := p.t
 	live := false
@@ -426,6 +430,15 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 	drop(p.tx)
 	for _, tc := range p.conns {
 		drop(tc)
+	}
+	if keep != nil && keep.qh < len(keep.q) {
+		// A dialed connection whose handshake met a new incarnation: what
+		// was queued on it before was meant for the old one and paid for
+		// with the old one's credit (reset below). Nothing of it has been
+		// written (only ready connections write), and none of it may
+		// reach the new incarnation.
+		live = true
+		keep.failQueue(code)
 	}
 	t.mu.Lock()
 	p.sends.each(func(s *sendSlot, c uint32) {

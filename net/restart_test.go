@@ -3,9 +3,12 @@ package net
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	stdnet "net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -236,5 +239,239 @@ func TestListen_LiveAddressRefused(t *testing.T) {
 	if err == nil {
 		b.Close()
 		t.Fatal("a second endpoint listened at the address of a live one")
+	}
+}
+
+// helloFrame builds a HELLO as another endpoint listening at name with
+// instance inst would send it.
+func helloFrame(name []byte, inst uint64, window uint32) []byte {
+	b := make([]byte, hdrSize+helloLen)
+	putHeader(b, &frame{op: opHello, length: helloLen})
+	h := b[hdrSize:]
+	binary.LittleEndian.PutUint64(h[0:], inst)
+	binary.LittleEndian.PutUint32(h[16:], 4242)
+	binary.LittleEndian.PutUint32(h[20:], window)
+	h[25] = protoVersion
+	h[26] = byte(len(name))
+	copy(h[28:56], name)
+	return b
+}
+
+func eagerFrame(tag uint64, payload []byte) []byte {
+	b := make([]byte, hdrSize+len(payload))
+	putHeader(b, &frame{op: opEager, kind: uint8(transport.KindMsg), tag: tag, length: uint64(len(payload))})
+	copy(b[hdrSize:], payload)
+	return b
+}
+
+// relay copies bytes both ways between x and y until either side closes.
+func relay(x, y stdnet.Conn) {
+	done := make(chan struct{}, 2)
+	cp := func(dst, src stdnet.Conn) {
+		_, _ = io.Copy(dst, src)
+		done <- struct{}{}
+	}
+	go cp(x, y)
+	go cp(y, x)
+	<-done
+	x.Close()
+	y.Close()
+}
+
+// A peer restarts while the dial to it is still queued: the old
+// incarnation (announcing the peer's address and instance I1) is still
+// connected from this side, as after a host crash that no FIN announced,
+// and everything this side sent meanwhile waits in the dial's queue,
+// spending the credit of I1. The dial then reaches the new process (I2).
+// Every operation of the old incarnation must fail with ECONNRESET (the
+// queued frames are never sent to I2), and the credit for I2 must be I2's
+// window alone: filling it exactly, with I2 taking nothing, must not
+// overrun I2's window (which I2 would report as a protocol error), and I2
+// must get exactly the messages sent after the restart, in order.
+//
+// The dial is held back by a relay: the peer's address first belongs to a
+// plain listener of the test, which accepts the dial and forwards its
+// bytes only once the new process listens at that address.
+func TestPeerRestart_QueuedDialNotCountedAgainstNewIncarnation(t *testing.T) {
+	if os.Getenv(childEnv) == "restart" {
+		runRestartPeer()
+		return
+	}
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	rl, err := stdnet.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	peerAP := rl.Addr().(*stdnet.TCPAddr).AddrPort()
+	peerName := encodeSockaddr(peerAP)
+
+	a := listen(t, Config{})
+	as := newSink()
+	p, c := a.Resolve(peerName)
+	if c != transport.OK {
+		t.Fatalf("Resolve: %d", c)
+	}
+	const before = 1 << 62 // tag bit of messages sent before the restart
+	big := &transport.Header{Kind: transport.KindMsg, Tag: before, Len: 1 << 20}
+	if done, c := a.Send(p, big, [][]byte{make([]byte, 1<<20)}, 1); done || c != transport.OK {
+		t.Fatalf("rendezvous Send before the restart: %v %d", done, c)
+	}
+	const size = 1000
+	msg := pattern(size, 7)
+	ops := 1
+	for {
+		h := &transport.Header{Kind: transport.KindMsg, Tag: before | uint64(ops), Len: size}
+		done, c := a.Send(p, h, [][]byte{msg}, transport.Op(ops+1))
+		if c == transport.EAgain {
+			break
+		}
+		if c != transport.OK || done {
+			t.Fatalf("eager Send %d before the handshake: %v %d", ops, done, c)
+		}
+		ops++
+	}
+	type accepted struct {
+		c   stdnet.Conn
+		err error
+	}
+	acc := make(chan accepted, 1)
+	go func() {
+		c, err := rl.Accept()
+		acc <- accepted{c, err}
+	}()
+	var held stdnet.Conn
+	select {
+	case r := <-acc:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		held = r.c
+	case <-ctx.Done():
+		t.Fatal("the dial never arrived")
+	}
+	defer held.Close()
+
+	// The old incarnation I1 connects in and is heard from.
+	old, err := stdnet.Dial("tcp4", tcpAddr(t, a.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	const oldTag = 1 << 61
+	if _, err := old.Write(append(helloFrame(peerName, 0x1111, minWindow), eagerFrame(oldTag, []byte("old"))...)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "the old incarnation's message", func() bool { return len(as.arrivals) == 1 }, a, as)
+	if as.arrivals[0].peer != p || as.arrivals[0].hdr.Tag != oldTag {
+		t.Fatalf("old incarnation's message: peer %d tag %#x", as.arrivals[0].peer, as.arrivals[0].hdr.Tag)
+	}
+
+	// The peer restarts at its address; the held dial goes through to it.
+	rl.Close()
+	b := startRestartChild(t, ctx, t.Name(), peerAP.String(), false)
+	fwd, err := stdnet.Dial("tcp4", peerAP.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	go relay(held, fwd)
+
+	pollUntil(t, "the old incarnation's operations to fail", func() bool {
+		return len(as.sendDone) == ops && len(as.downs) > 0
+	}, a, as)
+	wrong := 0
+	for op := transport.Op(1); op <= transport.Op(ops); op++ {
+		if code := as.sendDone[op]; code != transport.EConnReset {
+			if wrong == 0 {
+				t.Errorf("send %d, queued for the old incarnation, completed with %d, want ECONNRESET (%d)", op, code, transport.EConnReset)
+			}
+			wrong++
+		}
+	}
+	if wrong > 0 {
+		t.Errorf("%d of %d sends queued for the old incarnation did not fail with ECONNRESET", wrong, ops)
+	}
+	downs := len(as.downs)
+
+	// Fill the new incarnation's window: it takes nothing yet.
+	var want []uint64
+	send := func(tag uint64) transport.Code {
+		h := &transport.Header{Kind: transport.KindMsg, Tag: tag, Len: size}
+		_, c := a.Send(p, h, [][]byte{msg}, transport.Op(1000+tag))
+		if c == transport.OK {
+			want = append(want, tag)
+		} else if c != transport.EAgain {
+			t.Fatalf("Send %d after the restart: %d", tag, c)
+		}
+		a.Poll(as)
+		return c
+	}
+	for send(uint64(len(want))) == transport.OK {
+	}
+	if n := len(want); n != minWindow/(size+hdrSize) {
+		t.Errorf("%d messages fitted in the new incarnation's window, want %d", n, minWindow/(size+hdrSize))
+	}
+	b.command("DRAIN")
+	for extra := 0; extra < 50; {
+		if send(uint64(len(want))) == transport.OK {
+			extra++
+		} else {
+			a.Wait(time.Millisecond)
+		}
+		if ctx.Err() != nil {
+			t.Fatal("timed out sending after the restart")
+		}
+	}
+	expectGot(t, ctx, b, want)
+	pollUntil(t, "completions after the restart", func() bool { return len(as.sendDone) >= ops }, a, as)
+	for _, tag := range want {
+		if code, ok := as.sendDone[transport.Op(1000+tag)]; ok && code != transport.OK {
+			t.Fatalf("send %d after the restart completed with %d", tag, code)
+		}
+	}
+	if len(as.downs) != downs {
+		t.Fatalf("PeerDown after the restart: %v", as.downs[downs:])
+	}
+}
+
+// Frames gnet still delivers from a connection after it was torn down (its
+// peer failed or restarted; gnet closes it asynchronously) belong to an
+// ended incarnation: a CREDIT must not add to the credit now counted for
+// the peer, a CTS or DATA must not touch its pending operations.
+func TestTornDownConnection_LateFramesRefused(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	as, bs := newSink(), newSink()
+	p, _ := a.Resolve(b.Name())
+	h := &transport.Header{Kind: transport.KindMsg, Len: 4}
+	sendAll(t, a, as, b, bs, p, h, []byte("ping"), 1)
+	pollUntil(t, "the message", func() bool { return len(bs.arrivals) == 1 }, b, bs, a, as)
+
+	pp := a.peer(p)
+	pp.mu.Lock()
+	old := pp.tx
+	pp.teardownLocked(transport.EConnReset, nil)
+	credit := pp.credit
+	pp.mu.Unlock()
+	for _, f := range []frame{
+		{op: opCredit, length: 4096},
+		{op: opCTS, length: 8, cookie: 1},
+	} {
+		if ok, err := old.frame(&f, nil); ok || !errors.Is(err, errDetached) {
+			t.Errorf("op %d on a torn-down connection: ok %v, err %v; want errDetached", f.op, ok, err)
+		}
+	}
+	if err := old.dataStart(&frame{op: opData, length: 8, cookie: 1}); !errors.Is(err, errDetached) {
+		t.Errorf("DATA on a torn-down connection: %v; want errDetached", err)
+	}
+	pp.mu.Lock()
+	got := pp.credit
+	pp.mu.Unlock()
+	if got != credit {
+		t.Fatalf("credit %d after a late CREDIT of the old incarnation, want %d", got, credit)
 	}
 }
