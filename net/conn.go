@@ -70,6 +70,9 @@ type tconn struct {
 	ready    bool // handshake done and no write error: writes allowed
 	closed   bool
 	detached bool // torn down: its OnClose does nothing more
+	retiring bool // duplicate: RETIRE queued as its last frame (converge)
+	gated    bool // the connection switched to: writes wait for RETIRE ack
+	viaName  bool // inbound, dialed at exactly our announced address
 	werr     error
 	inEpoll  bool
 	q        []outEntry
@@ -331,6 +334,9 @@ type loop struct {
 func (l *loop) OnBoot(eng gnet.Engine) gnet.Action {
 	l.t.eng = eng
 	l.t.name, l.nameErr = listenerName(eng)
+	if ap, err := parseSockaddr(l.t.name); err == nil {
+		l.t.nameKey = keyOf(ap)
+	}
 	return gnet.None
 }
 
@@ -447,6 +453,12 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 	if tc.detached {
 		return gnet.None
 	}
+	if tc.retiring && tc.qh == len(tc.q) {
+		// The peer closed a connection we retired once it had read our
+		// RETIRE (every byte we queued on it was written): not a failure.
+		p.retireLocked(tc)
+		return gnet.None
+	}
 	if tc.werr != nil {
 		err = tc.werr
 	}
@@ -551,6 +563,16 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 			return false, fmt.Errorf("%w: credit beyond the window", errProto)
 		}
 		return true, nil
+	case opRetire:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if tc.detached {
+			return false, errDetached
+		}
+		if f.flags&retireAck != 0 {
+			return true, p.retireAckedLocked(tc)
+		}
+		return true, p.retireReadLocked(tc)
 	}
 	return false, fmt.Errorf("%w: op %d", errProto, f.op)
 }
@@ -702,6 +724,12 @@ func (tc *tconn) attach() error {
 		t.mu.Lock()
 		p = t.peerLocked(ap)
 		t.mu.Unlock()
+		// gnet reports the listener's configured address (port 0 for
+		// "any port") as every accepted connection's local address: ask
+		// the socket which address the peer dialed.
+		if sa, err := unix.Getsockname(tc.fd); err == nil {
+			tc.viaName = sockaddrKey(sa) == t.nameKey
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -732,5 +760,6 @@ func (tc *tconn) attach() error {
 			return err
 		}
 	}
+	p.convergeLocked()
 	return nil
 }

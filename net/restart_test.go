@@ -38,9 +38,16 @@ type restartChild struct {
 // startRestartChild runs the test binary as a runRestartPeer child of test
 // name listening at addr ("127.0.0.1:0" for any port).
 func startRestartChild(t *testing.T, ctx context.Context, name, addr string, drain bool) *restartChild {
+	return startChild(t, ctx, name, "restart", addr, drain)
+}
+
+// startChild runs the test binary as a child of test name in role (the
+// value of $GOFI_NET_TEST_CHILD) listening at addr; it must print its
+// address first.
+func startChild(t *testing.T, ctx context.Context, name, role, addr string, drain bool) *restartChild {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+name+"$")
-	cmd.Env = append(os.Environ(), childEnv+"=restart", childAddrEnv+"="+addr)
+	cmd.Env = append(os.Environ(), childEnv+"="+role, childAddrEnv+"="+addr)
 	if drain {
 		cmd.Env = append(cmd.Env, childDrainEnv+"=1")
 	}
