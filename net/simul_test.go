@@ -338,3 +338,54 @@ func TestSimultaneousConnect_ConvergesToOneConnection(t *testing.T) {
 		})
 	}
 }
+
+// The same in one process, with and without authentication and with the
+// loop reading every socket: both sides send before either connection
+// exists; every message arrives in order and each side ends with one
+// connection to the other. An endpoint listening on the wildcard address
+// is dialed at an address it does not announce: the side that cannot tell
+// whether its peer files both connections together keeps both, and
+// nothing breaks.
+func TestSimultaneousConnect_InProcessConverges(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cfg      Config
+		bAddr    string
+		converge bool
+	}{
+		{"Plain", Config{}, "", true},
+		{"Authenticated", Config{AuthKey: []byte("k")}, "", true},
+		{"LoopOnly", Config{LoopOnly: true}, "", true},
+		{"WildcardListenerMayKeepBoth", Config{}, "0.0.0.0:0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := listen(t, tc.cfg)
+			cfgB := tc.cfg
+			cfgB.Addr = tc.bAddr
+			b := listen(t, cfgB)
+			pa, _ := a.Resolve(b.Name())
+			pb, _ := b.Resolve(a.Name())
+			xa, xb := newExchange(a, pa, 500), newExchange(b, pb, 500)
+			for xa.send() && xb.send() { // both dials start at once
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				da, db := xa.step(), xb.step()
+				if xa.err != nil || xb.err != nil {
+					t.Fatalf("a: %v; b: %v", xa.err, xb.err)
+				}
+				if da && db && (!tc.converge || a.connsTo(pa) == 1 && b.connsTo(pb) == 1) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("a: %d/%d received, %d connections; b: %d/%d, %d connections",
+						xa.recv, xa.n, a.connsTo(pa), xb.recv, xb.n, b.connsTo(pb))
+				}
+			}
+			if r := a.retired.Load() + b.retired.Load(); r != 0 && r != 2 {
+				t.Fatalf("%d connections retired in all, want 0 (no simultaneous connect) or 2", r)
+			}
+			t.Logf("retired: a %d, b %d", a.retired.Load(), b.retired.Load())
+		})
+	}
+}
