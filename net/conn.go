@@ -34,6 +34,10 @@ const (
 var (
 	errRefused = errors.New("net: peer refused (authentication)")
 	errClosing = errors.New("net: transport closing")
+	// errDetached stops the decoding of a connection that was torn down
+	// (its peer failed or restarted) while gnet still had bytes of it to
+	// deliver: they belong to an ended incarnation of the peer.
+	errDetached = errors.New("net: frame on a torn-down connection")
 )
 
 // tconn is one TCP connection. Loop-owned fields are touched only by the
@@ -66,6 +70,9 @@ type tconn struct {
 	ready    bool // handshake done and no write error: writes allowed
 	closed   bool
 	detached bool // torn down: its OnClose does nothing more
+	retiring bool // duplicate: RETIRE queued as its last frame (converge)
+	gated    bool // the connection switched to: writes wait for RETIRE ack
+	viaName  bool // inbound, dialed at exactly our announced address
 	werr     error
 	inEpoll  bool
 	q        []outEntry
@@ -327,6 +334,9 @@ type loop struct {
 func (l *loop) OnBoot(eng gnet.Engine) gnet.Action {
 	l.t.eng = eng
 	l.t.name, l.nameErr = listenerName(eng)
+	if ap, err := parseSockaddr(l.t.name); err == nil {
+		l.t.nameKey = keyOf(ap)
+	}
 	return gnet.None
 }
 
@@ -443,6 +453,12 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 	if tc.detached {
 		return gnet.None
 	}
+	if tc.retiring && tc.qh == len(tc.q) {
+		// The peer closed a connection we retired once it had read our
+		// RETIRE (every byte we queued on it was written): not a failure.
+		p.retireLocked(tc)
+		return gnet.None
+	}
 	if tc.werr != nil {
 		err = tc.werr
 	}
@@ -491,6 +507,10 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 			return false, nil
 		}
 		p.mu.Lock()
+		if tc.detached {
+			p.mu.Unlock()
+			return false, errDetached // reserved, never committed
+		}
 		p.recvUsed += cost
 		over := p.recvUsed > int64(t.cfg.Window)
 		epoch := p.epoch
@@ -515,6 +535,9 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 	case opCTS:
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if tc.detached {
+			return false, errDetached
+		}
 		if f.cookie > 0xffffffff {
 			return false, fmt.Errorf("%w: CTS cookie", errProto)
 		}
@@ -532,11 +555,24 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 	case opCredit:
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if tc.detached {
+			return false, errDetached // credit of an ended incarnation
+		}
 		p.credit += int64(f.length)
 		if p.credit > p.peerWindow {
 			return false, fmt.Errorf("%w: credit beyond the window", errProto)
 		}
 		return true, nil
+	case opRetire:
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if tc.detached {
+			return false, errDetached
+		}
+		if f.flags&retireAck != 0 {
+			return true, p.retireAckedLocked(tc)
+		}
+		return true, p.retireReadLocked(tc)
 	}
 	return false, fmt.Errorf("%w: op %d", errProto, f.op)
 }
@@ -548,6 +584,9 @@ func (tc *tconn) dataStart(f *frame) error {
 	p := tc.peer
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if tc.detached {
+		return errDetached
+	}
 	if f.cookie > 0xffffffff {
 		return fmt.Errorf("%w: DATA id", errProto)
 	}
@@ -685,6 +724,12 @@ func (tc *tconn) attach() error {
 		t.mu.Lock()
 		p = t.peerLocked(ap)
 		t.mu.Unlock()
+		// gnet reports the listener's configured address (port 0 for
+		// "any port") as every accepted connection's local address: ask
+		// the socket which address the peer dialed.
+		if sa, err := unix.Getsockname(tc.fd); err == nil {
+			tc.viaName = sockaddrKey(sa) == t.nameKey
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -715,5 +760,6 @@ func (tc *tconn) attach() error {
 			return err
 		}
 	}
+	p.convergeLocked()
 	return nil
 }

@@ -13,7 +13,14 @@
 // instance id, a nonce and the receive window; then, when an auth key is
 // configured, an HMAC proof over both HELLOs). A peer is identified by the
 // address it listens on; a peer whose instance id changes has restarted and
-// replaces its old connections (everything owed on them fails).
+// replaces its old connections: everything owed on them fails with
+// ECONNRESET, including frames still queued on a dial that reached the new
+// process, and late bytes of the old connections are refused, so credit,
+// window accounting and rendezvous state always belong to one incarnation.
+// Two endpoints that dial each other at once converge to one connection
+// (the dial of the side whose address and instance id sort first): the
+// other side ends its dial with a RETIRE frame and switches, without
+// losing or reordering a frame (peer.go, "Simultaneous connect").
 //
 // # Threads and ownership
 //

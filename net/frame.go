@@ -20,7 +20,7 @@ import (
 //	 16    8 data (remote CQ data; for CTS: the receiver's fetch id)
 //	 24    8 length (payload bytes following the header for HELLO, AUTH,
 //	         EAGER and DATA; the message length for RTS; the bytes wanted
-//	         for CTS; the credit returned for CREDIT)
+//	         for CTS; the credit returned for CREDIT; 0 for RETIRE)
 //	 32    8 cookie (RTS and CTS: the sender's cookie; DATA: the fetch id)
 //	 40    4 peer group id (EAGER and RTS; fi_av(3) PEER GROUPS), else 0
 //	 44    4 reserved, zero
@@ -50,10 +50,15 @@ const (
 	opCTS    uint8 = 5 // clear to send: length = bytes wanted
 	opData   uint8 = 6 // rendezvous payload: length bytes, cookie = fetch id
 	opCredit uint8 = 7 // receive-window credit returned
-	opLast         = opCredit
+	opRetire uint8 = 8 // last frame on a duplicate connection (flags: retireAck)
+	opLast         = opRetire
 )
 
-const ctsDiscard uint8 = 1 << 0
+const (
+	ctsDiscard uint8 = 1 << 0
+	// retireAck: "your RETIRE was read", sent on the connection that stays.
+	retireAck uint8 = 1 << 0
+)
 
 // frame is a decoded header.
 type frame struct {
@@ -128,6 +133,8 @@ func decodeHeader(b []byte, f *frame) error {
 		maxLen = maxMsgLen
 	case opCredit:
 		maxLen = maxCredit
+	case opRetire:
+		maxLen, flagMask = 0, retireAck
 	default:
 		return fmt.Errorf("%w: op %d", errProto, f.op)
 	}

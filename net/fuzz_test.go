@@ -84,6 +84,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(append(hdr(frame{op: opData, length: 10, cookie: 1}), make([]byte, 10)...), uint8(4))
 	f.Add(append(hdr(frame{op: opRTS, kind: 2, length: 1 << 30, cookie: 7}), hdr(frame{op: opCTS, length: 3})...), uint8(40))
 	f.Add(hdr(frame{op: opCredit, length: 1 << 40}), uint8(1))
+	f.Add(append(append(eager, hdr(frame{op: opRetire})...), hdr(frame{op: opRetire, flags: retireAck})...), uint8(7))
+	f.Add(hdr(frame{op: opRetire, length: 1}), uint8(48))
+	f.Add(hdr(frame{op: opRetire, flags: 2}), uint8(5))
 	f.Add([]byte{0x67, 0x66, 9, 0, 0}, uint8(2))
 	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
 		src := &chunked{data: data}
@@ -125,6 +128,9 @@ func TestDecodeHeader_RejectsImpossibleFrames(t *testing.T) {
 		{"RTSTooLong", frame{op: opRTS, kind: 1, length: maxMsgLen + 1}},
 		{"DataUnknownFlags", frame{op: opData, flags: 0x80}},
 		{"CreditKind", frame{op: opCredit, kind: 1}},
+		{"RetireWithLength", frame{op: opRetire, length: 1}},
+		{"RetireUnknownFlags", frame{op: opRetire, flags: 2}},
+		{"RetireTag", frame{op: opRetire, kind: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,5 +148,11 @@ func TestDecodeHeader_RejectsImpossibleFrames(t *testing.T) {
 	var f frame
 	if err := decodeHeader(b, &f); !errors.Is(err, errProto) {
 		t.Fatal("bad magic accepted")
+	}
+	for _, flags := range []uint8{0, retireAck} {
+		putHeader(b, &frame{op: opRetire, flags: flags})
+		if err := decodeHeader(b, &f); err != nil || f.op != opRetire || f.flags != flags {
+			t.Fatalf("RETIRE flags %d: %v %+v", flags, err, f)
+		}
 	}
 }

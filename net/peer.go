@@ -1,7 +1,11 @@
 package net
 
 import (
+	"bytes"
+	"cmp"
+	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -283,11 +287,13 @@ func (t *Transport) Discard(pi transport.Peer, cookie uint64) {
 	p.controlLocked(&f)
 }
 
-// controlLocked sends a header-only frame (CTS, CREDIT) on the tx
-// connection. Control frames are bounded by the operations that cause them,
-// so they bypass the high-water mark.
-func (p *peer) controlLocked(f *frame) {
-	tc := p.tx
+// controlLocked sends a header-only frame (CTS, CREDIT, RETIRE ack) on the
+// tx connection. Control frames are bounded by the operations that cause
+// them, so they bypass the high-water mark.
+func (p *peer) controlLocked(f *frame) { p.controlOnLocked(p.tx, f) }
+
+// controlOnLocked sends a header-only frame on tc, behind what is queued.
+func (p *peer) controlOnLocked(tc *tconn, f *frame) {
 	putHeader(tc.hbuf[:], f)
 	if tc.ready && tc.qh == len(tc.q) {
 		n, err := tc.writeDirect(tc.hbuf[:], nil)
@@ -401,6 +407,10 @@ func (p *peer) breakLocked(tc *tconn, err error) {
 
 // teardownLocked fails everything owed by or to the peer with code, closes
 // its connections except keep, and reports PeerDown after the failures.
+// It ends an incarnation of the peer: credit, window, receive accounting
+// and pending rendezvous start afresh, frames still queued on keep are
+// failed, and the dropped connections are detached, so that bytes gnet
+// still delivers from them before it closes them are refused (frame).
 func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 	t := p.t
 	live := false
@@ -426,6 +436,15 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 	drop(p.tx)
 	for _, tc := range p.conns {
 		drop(tc)
+	}
+	if keep != nil && keep.qh < len(keep.q) {
+		// A dialed connection whose handshake met a new incarnation: what
+		// was queued on it before was meant for the old one and paid for
+		// with the old one's credit (reset below). Nothing of it has been
+		// written (only ready connections write), and none of it may
+		// reach the new incarnation.
+		live = true
+		keep.failQueue(code)
 	}
 	t.mu.Lock()
 	p.sends.each(func(s *sendSlot, c uint32) {
@@ -458,4 +477,123 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 	if live {
 		t.notify()
 	}
+}
+
+// Simultaneous connect. When both sides dial each other at once, each ends
+// up with two connections to the other, sending on its own dial and
+// receiving on both. They converge to one, the dial of the side whose
+// (listening address, instance id) sorts first, without losing or
+// reordering a frame:
+//
+//  1. The other side (the "loser") queues RETIRE on its dial, behind
+//     everything it sent there, and switches its tx to the inbound
+//     connection, gated: what it sends from now on is queued there, not
+//     written.
+//  2. The winner reads RETIRE after every earlier frame of that
+//     connection (one byte stream), answers "RETIRE ack" on its own dial
+//     (the surviving connection, which it always sent on) and closes the
+//     retired one: the loser never writes on it again.
+//  3. The loser reads the ack and opens the gate: the queued frames go out
+//     on the surviving connection, all of them after the winner has read
+//     the last frame of the retired one. Credit is per peer, not per
+//     connection, so nothing in flight changes hands.
+//
+// The loser retires only when the winner's dial reached exactly the address
+// the loser announces: then the winner files both connections under the
+// same peer and can honour RETIRE. Otherwise (an endpoint reached through
+// an address it does not announce) both connections stay, as before.
+
+// rank compares this endpoint with peer p by (listening address, instance
+// id): negative if this side's dial is the one to keep, 0 for a connection
+// to itself.
+func (t *Transport) rank(p *peer) int {
+	pk := keyOf(p.ap)
+	if c := bytes.Compare(t.nameKey[:], pk[:]); c != 0 {
+		return c
+	}
+	return cmp.Compare(t.instance, p.instance)
+}
+
+// convergeLocked starts retiring our dial when the peer's dial is the one
+// to keep (step 1). It runs whenever a connection attaches.
+func (p *peer) convergeLocked() {
+	tx := p.tx
+	if tx == nil || !tx.dialed || !tx.ready || tx.retiring || p.t.rank(p) <= 0 {
+		return
+	}
+	var in *tconn
+	for _, tc := range p.conns {
+		if !tc.dialed && tc.ready && tc.viaName && !tc.detached {
+			in = tc
+			break
+		}
+	}
+	if in == nil {
+		return
+	}
+	f := frame{op: opRetire}
+	p.controlOnLocked(tx, &f)
+	tx.retiring = true
+	in.ready, in.gated = false, true
+	p.tx = in
+}
+
+// retireReadLocked handles RETIRE on tc (step 2, on the winner).
+func (p *peer) retireReadLocked(tc *tconn) error {
+	tx := p.tx
+	if tc.dialed || tx == nil || tx == tc || !tx.dialed || tx.retiring || p.t.rank(p) >= 0 {
+		return fmt.Errorf("%w: unexpected RETIRE", errProto)
+	}
+	f := frame{op: opRetire, flags: retireAck}
+	p.controlLocked(&f)
+	p.retireLocked(tc)
+	if tc.gc != nil {
+		_ = tc.gc.Close()
+	}
+	return nil
+}
+
+// retireAckedLocked handles the RETIRE ack on tc (step 3, on the loser).
+func (p *peer) retireAckedLocked(tc *tconn) error {
+	if p.tx != tc || !tc.gated {
+		return fmt.Errorf("%w: unexpected RETIRE ack", errProto)
+	}
+	tc.gated, tc.ready = false, true
+	if tc.qh < len(tc.q) {
+		if err := p.flushLocked(tc); err != nil {
+			p.breakLocked(tc, err)
+		}
+	}
+	return nil
+}
+
+// retireLocked forgets a retired connection without failing anything:
+// nothing is owed on it any more. Bytes gnet may still deliver from it are
+// refused (it is detached).
+func (p *peer) retireLocked(tc *tconn) {
+	t := p.t
+	tc.detached = true
+	tc.ready = false
+	tc.closed = true
+	t.fl.del(tc)
+	t.mu.Lock()
+	if t.fds[tc.fd] == tc {
+		delete(t.fds, tc.fd)
+	}
+	t.mu.Unlock()
+	if i := slices.Index(p.conns, tc); i >= 0 {
+		p.conns = slices.Delete(p.conns, i, i+1)
+	}
+	t.retired.Add(1)
+}
+
+// connsTo returns how many connections to peer pi are attached (tests).
+func (t *Transport) connsTo(pi transport.Peer) int {
+	p := t.peer(pi)
+	if p == nil {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.conns)
 }

@@ -109,6 +109,7 @@ func (c *Config) fill() error {
 type Transport struct {
 	cfg      Config
 	name     []byte
+	nameKey  addrKey // name as a peer-table key
 	instance uint64
 	pid      uint32
 
@@ -149,6 +150,7 @@ type Transport struct {
 	parks       atomic.Int64 // times the loop was borrowed (tests)
 	ticks       atomic.Int64 // times a parked loop ran its queue (tests)
 	handshakes  atomic.Int32 // connections opened, not yet ready or closed
+	retired     atomic.Int32 // duplicate connections retired (tests)
 	wantRelease atomic.Bool
 	el          atomic.Value // gnet.EventLoop
 	emptyPolls  int
@@ -226,6 +228,11 @@ func Listen(cfg Config) (*Transport, error) {
 			gnet.WithNumEventLoop(1),
 			gnet.WithLoadBalancing(gnet.LeastConnections), // Register from other goroutines is race-free with it
 			gnet.WithTCPNoDelay(gnet.TCPNoDelay),
+			// A restarted endpoint must be able to listen at its old
+			// address although the connections it had accepted there sit
+			// in TIME_WAIT (SO_REUSEADDR never lets two listeners share a
+			// port on Linux; that is SO_REUSEPORT, left off).
+			gnet.WithReuseAddr(true),
 			gnet.WithLogger(nopLogger{}),
 			gnet.WithTicker(true),
 		)
@@ -264,6 +271,18 @@ func listenerName(eng gnet.Engine) ([]byte, error) {
 		return encodeSockaddr(netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port))), nil
 	}
 	return nil, errors.New("not an inet socket")
+}
+
+// sockaddrKey is the peer-table key of a socket address (the zero key for
+// anything but inet).
+func sockaddrKey(sa unix.Sockaddr) addrKey {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return keyOf(netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port)))
+	case *unix.SockaddrInet6:
+		return keyOf(netip.AddrPortFrom(netip.AddrFrom16(sa.Addr), uint16(sa.Port)))
+	}
+	return addrKey{}
 }
 
 // Name returns the listening address as a sockaddr_in / sockaddr_in6.
