@@ -1,0 +1,88 @@
+package net
+
+import (
+	stdnet "net"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Poll's reads of a socket it owns are decoded before it returns, also
+// those of its last read when it stops after the bounded number of reads:
+// once the loop is handed back, bytes left in pre would wait for new
+// socket bytes (gnet calls OnTraffic only for those).
+func TestOwnerConn_DecodesItsLastRead(t *testing.T) {
+	ln, err := stdnet.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := stdnet.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	sc, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	_ = sc.(*stdnet.TCPConn).SetReadBuffer(8 << 20)
+	_ = cc.(*stdnet.TCPConn).SetWriteBuffer(4 << 20)
+
+	// More CREDIT frames (one credit each) than sixteen full reads hold.
+	const want = 20 * 2 * ownRead
+	frames := make([]byte, 0, want+hdrSize)
+	for len(frames) < want {
+		var h [hdrSize]byte
+		putHeader(h[:], &frame{op: opCredit, length: 1})
+		frames = append(frames, h[:]...)
+	}
+	werr := make(chan error, 1)
+	go func() { _, err := cc.Write(frames); werr <- err }()
+
+	raw, err := sc.(*stdnet.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd int
+	_ = raw.Control(func(f uintptr) { fd = int(f) })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == len(frames) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Skipf("the socket holds only %d of %d bytes (kernel buffer limits)", n, len(frames))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+
+	tr := &Transport{}
+	p := &peer{t: tr, peerWindow: 1 << 40}
+	tc := &tconn{t: tr, fd: fd, peer: p, state: stReady}
+	if !tr.ownerConn(tc) {
+		t.Fatal("ownerConn read nothing")
+	}
+	rest, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest == 0 {
+		t.Fatalf("ownerConn read all %d bytes: the bounded number of reads was not reached", len(frames))
+	}
+	if len(tc.pre) >= hdrSize {
+		t.Fatalf("%d bytes read but not decoded", len(tc.pre))
+	}
+	if got, read := p.credit, int64(len(frames)-rest-len(tc.pre))/hdrSize; got != read {
+		t.Fatalf("credit %d after reading %d frames", got, read)
+	}
+}
