@@ -294,32 +294,22 @@ func (r *Ring) peekSlow() (typ uint16, payload []byte, err error) {
 	for range 2 {
 		off := r.c.head & r.mask
 		w := r.hdr(off).Load()
-		n := w & 0xffff_ffff
-		size := RecordHeader + align8(n)
-		room := r.capacity - off
-		switch uint16(w >> 48) {
-		case 0:
-			if w != 0 {
-				return 0, nil, r.markCorrupt()
-			}
+		if w == 0 {
 			r.Release()
 			return 0, nil, ErrEmpty
-		case kindData:
-			if n > uint64(r.maxPayload) || size > room {
-				return 0, nil, r.markCorrupt()
-			}
-			r.c.peek = size
-			start := off + RecordHeader
-			return uint16(w >> 32), r.data[start : start+n : start+n], nil
-		case kindPad:
-			if size != room || size >= r.capacity/2 || uint16(w>>32) != 0 {
-				return 0, nil, r.markCorrupt()
-			}
-			r.c.head += size
-			r.c.peek = 0
-		default:
+		}
+		size, pad, ok := r.record(off, w)
+		if !ok {
 			return 0, nil, r.markCorrupt()
 		}
+		if !pad {
+			r.c.peek = size
+			n := w & 0xffff_ffff
+			start := off + RecordHeader
+			return uint16(w >> 32), r.data[start : start+n : start+n], nil
+		}
+		r.c.head += size
+		r.c.peek = 0
 	}
 	return 0, nil, r.markCorrupt()
 }
@@ -442,22 +432,30 @@ func (r *Ring) walk(from uint64) (uint64, error) {
 		if w == 0 {
 			return pos, nil
 		}
-		n := w & 0xffff_ffff
-		size := RecordHeader + align8(n)
-		room := r.capacity - off
-		switch uint16(w >> 48) {
-		case kindData:
-			if n > uint64(r.maxPayload) || size > room {
-				return 0, r.markCorrupt()
-			}
-		case kindPad:
-			if size != room || size >= r.capacity/2 || uint16(w>>32) != 0 {
-				return 0, r.markCorrupt()
-			}
-		default:
+		size, _, ok := r.record(off, w)
+		if !ok {
 			return 0, r.markCorrupt()
 		}
 		pos += size
 	}
 	return 0, r.markCorrupt()
+}
+
+// record checks the non-zero header word w found at data offset off and
+// returns the record's size (header included) and whether it is padding.
+// A data record must fit MaxPayload and end within the data area; padding
+// must run exactly to the end of the data area, be shorter than half the
+// capacity (so it is never at offset 0) and carry type 0. Anything else,
+// kind 0 with other bits set included, is not ok.
+func (r *Ring) record(off, w uint64) (size uint64, pad, ok bool) {
+	n := w & 0xffff_ffff
+	size = RecordHeader + align8(n)
+	room := r.capacity - off
+	switch uint16(w >> 48) {
+	case kindData:
+		return size, false, n <= uint64(r.maxPayload) && size <= room
+	case kindPad:
+		return size, true, size == room && size < r.capacity/2 && uint16(w>>32) == 0
+	}
+	return 0, false, false
 }
