@@ -372,7 +372,23 @@ func (ep *Endpoint) send(a *engine.SendArgs, dest Addr, flags Flags, ctx any) er
 	}
 	d, group := splitGroupAddr(dest)
 	a.Dest, a.Group, a.Flags = uint64(d), group, uint64(flags)
-	return codeErr(ep.eng.Send(a, ctx))
+	c := ep.eng.Send(a, ctx)
+	if c == engine.Code(ErrNoSpc) {
+		return ep.transportErr("Endpoint.Send", ErrNoSpc)
+	}
+	return codeErr(c)
+}
+
+// transportErr returns code with the transport's account of why, when it
+// keeps one (the shm transport names the directory and the bytes it could
+// not get). Off the hot path: it allocates.
+func (ep *Endpoint) transportErr(op string, code Errno) error {
+	if d, ok := ep.tr.(interface{ LastError() error }); ok {
+		if e := d.LastError(); e != nil {
+			return opErr(op, code, "%v", e)
+		}
+	}
+	return code
 }
 
 func (ep *Endpoint) recv(a *engine.RecvArgs, src Addr, flags Flags, ctx any) error {

@@ -58,7 +58,10 @@ const (
 	ErrInval Errno = 22
 	// ErrMFile: too many open files.
 	ErrMFile Errno = 24
-	// ErrNoSpc: no space left (an AV or table is full).
+	// ErrNoSpc: no space left: an AV or table is full, or the shm
+	// provider's directory (/dev/shm or GOFI_SHM_DIR) has no room for an
+	// endpoint's region or a connection's ring (the error's detail names
+	// the directory and the bytes needed).
 	ErrNoSpc Errno = 28
 	// ErrNoSys: not implemented: the requested API version is newer than
 	// the library.

@@ -40,7 +40,7 @@ func (d *shmDomain) openTransport(info *Info) (transport.Transport, error) {
 	case errors.Is(err, os.ErrExist):
 		return nil, opErr(op, ErrAddrInUse, "shm: %v", err)
 	case errors.Is(err, shm.ErrNoSpace):
-		return nil, opErr(op, ErrNoMem, "shm: %v", err)
+		return nil, opErr(op, ErrNoSpc, "%v", err)
 	}
 	return nil, opErr(op, ErrIO, "shm: %v", err)
 }

@@ -56,8 +56,20 @@ func CreateSegment(name string, size int) (*Segment, error) {
 }
 
 // createSegment is CreateSegment with an init hook run on the mapped memory
-// before the file becomes visible under its name.
-func createSegment(name string, size int, init func([]byte)) (s *Segment, err error) {
+// before the file becomes visible under its name. When the file system is
+// full it reaps dead owners' files (a crashed job's) and, if that freed
+// any, tries once more.
+func createSegment(name string, size int, init func([]byte)) (*Segment, error) {
+	s, err := createSegmentOnce(name, size, init)
+	if errors.Is(err, ErrNoSpace) {
+		if n, _ := Reap(); n > 0 {
+			s, err = createSegmentOnce(name, size, init)
+		}
+	}
+	return s, err
+}
+
+func createSegmentOnce(name string, size int, init func([]byte)) (s *Segment, err error) {
 	if err := ValidName(name); err != nil {
 		return nil, err
 	}
@@ -74,7 +86,7 @@ func createSegment(name string, size int, init func([]byte)) (s *Segment, err er
 		return nil, fmt.Errorf("shm: statfs %s: %w", dir, err)
 	}
 	if free := uint64(st.Bavail) * uint64(st.Bsize); free < uint64(size) {
-		return nil, fmt.Errorf("%w: %s has %d bytes free, segment %s needs %d", ErrNoSpace, dir, free, name, size)
+		return nil, noSpace(dir, name, size, fmt.Sprintf("%d bytes free", free))
 	}
 
 	// Create an anonymous file (O_TMPFILE), or, where the file system lacks
@@ -122,7 +134,7 @@ func createSegment(name string, size int, init func([]byte)) (s *Segment, err er
 	}
 	if err = unix.Fallocate(fd, 0, 0, int64(size)); err != nil {
 		if errors.Is(err, unix.ENOSPC) {
-			return nil, fmt.Errorf("%w: fallocate %d bytes for %s: %v", ErrNoSpace, size, name, err)
+			return nil, noSpace(dir, name, size, "fallocate: "+err.Error())
 		}
 		return nil, fmt.Errorf("shm: fallocate %s: %w", name, err)
 	}
@@ -147,6 +159,13 @@ func createSegment(name string, size int, init func([]byte)) (s *Segment, err er
 		return nil, fmt.Errorf("shm: publish %s: %w", name, err)
 	}
 	return &Segment{name: name, path: path, owner: true, file: file, mem: mem}, nil
+}
+
+// noSpace is the error of a segment that does not fit: it names the
+// directory, the segment, the bytes it needs and what the file system said.
+func noSpace(dir, name string, size int, why string) error {
+	return fmt.Errorf("%w: %s (%s): segment %s needs %d bytes (free space there, or point %s at a larger tmpfs)",
+		ErrNoSpace, dir, why, name, size, DirEnv)
 }
 
 // OpenSegment maps an existing segment of this user read-write. It refuses

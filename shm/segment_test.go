@@ -90,8 +90,13 @@ func TestCreateSegment_FullFileSystemIsErrNoSpace(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	t.Setenv(DirEnv, dir)
-	if _, err := CreateSegment(NewName(), 2<<20); !errors.Is(err, ErrNoSpace) {
+	_, err := CreateSegment(NewName(), 2<<20)
+	if !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("2 MiB on a 1 MiB tmpfs: %v, want ErrNoSpace", err)
+	}
+	// The message says where and how much, so a user can act on it.
+	if msg := err.Error(); !strings.Contains(msg, dir) || !strings.Contains(msg, "2097152 bytes") || !strings.Contains(msg, DirEnv) {
+		t.Errorf("message %q does not name the directory, the bytes needed and %s", msg, DirEnv)
 	}
 	a, err := CreateSegment(NewName(), 600<<10)
 	if err != nil {

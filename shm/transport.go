@@ -134,6 +134,7 @@ type Transport struct {
 	sink      transport.Sink
 	woken     atomic.Bool
 	closed    bool
+	lastErr   atomic.Pointer[error] // cause of the last ENoSpc or EIO, for LastError
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -298,14 +299,35 @@ func (t *Transport) PeerAddr(p transport.Peer) []byte {
 	return t.peers[p].addr
 }
 
+// LastError returns the cause of the last failure this transport reported
+// as ENoSpc or EIO (an out-of-space error names the directory and the
+// bytes it needed), or nil. Safe for concurrent use.
+func (t *Transport) LastError() error {
+	if e := t.lastErr.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// failed records err for LastError and returns its code: ENoSpc when the
+// shm directory is full, else c.
+func (t *Transport) failed(err error, c transport.Code) transport.Code {
+	t.lastErr.Store(&err)
+	if errors.Is(err, ErrNoSpace) {
+		return transport.ENoSpc
+	}
+	return c
+}
+
 // connect opens the receiver's region and announces a new ring to it.
+// When it fails nothing of the connection is left: no file, no mapping.
 func (t *Transport) connect(p *peer) transport.Code {
 	r, err := OpenRegion(p.name)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return transport.EConnRefuse
 		}
-		return transport.EIO
+		return t.failed(err, transport.EIO)
 	}
 	// A region left by a killed owner still parses; a request posted into
 	// it would never be answered and sends into the ring would "complete"
@@ -322,7 +344,7 @@ func (t *Transport) connect(p *peer) transport.Code {
 	seg, err := CreateSegment(NewName(), ring.Size(t.cfg.RingSize))
 	if err != nil {
 		_ = r.Close()
-		return transport.EAgain // out of space is transient from the caller's view
+		return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
 	}
 	out, err := ring.Init(seg.Bytes(), t.cfg.RingSize)
 	if err != nil {

@@ -51,6 +51,7 @@ const (
 	OK          Code = 0
 	EIO         Code = 5
 	EAgain      Code = 11
+	ENoSpc      Code = 28
 	EInval      Code = 22
 	EMsgSize    Code = 90
 	EConnReset  Code = 104

@@ -258,6 +258,9 @@ func (n *node) wait(cq *fi.CQ, want int) error {
 			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 		if spins&1023 == 1023 && n.timeout > 0 {
+			if err := peerExited(); err != nil {
+				return err
+			}
 			now := time.Now()
 			if deadline.IsZero() {
 				deadline = now.Add(n.timeout)
@@ -270,17 +273,27 @@ func (n *node) wait(cq *fi.CQ, want int) error {
 }
 
 func (n *node) sreadWait(cq *fi.CQ, want int) error {
-	slice := n.timeout
-	if slice <= 0 {
-		slice = -1
+	// Sleep in slices, so a spawned peer that exits is noticed at once.
+	const slice = 100 * time.Millisecond
+	var deadline time.Time
+	if n.timeout > 0 {
+		deadline = time.Now().Add(n.timeout)
 	}
 	for want > 0 {
 		c, err := cq.Sread(n.ent[:min(want, len(n.ent))], slice)
 		switch {
 		case c > 0:
 			want -= c
+			if n.timeout > 0 {
+				deadline = time.Now().Add(n.timeout)
+			}
 		case errors.Is(err, fi.ErrAgain):
-			return fmt.Errorf("%w: %w after %v", errPeerUnreachable, errTimeout, n.timeout)
+			if perr := peerExited(); perr != nil {
+				return perr
+			}
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				return fmt.Errorf("%w: %w after %v", errPeerUnreachable, errTimeout, n.timeout)
+			}
 		case errors.Is(err, fi.ErrAvail):
 			e, rerr := cq.ReadErr()
 			if rerr != nil {
@@ -344,6 +357,9 @@ func (n *node) post(buf []byte, inject bool) (reaped int, err error) {
 		}
 		reaped += c
 		if spins&1023 == 1023 && n.timeout > 0 {
+			if err := peerExited(); err != nil {
+				return reaped, err
+			}
 			now := time.Now()
 			if deadline.IsZero() {
 				deadline = now.Add(n.timeout)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,29 @@ type peerProc struct {
 	port int
 	done chan error
 	errs *prefixWriter
+	// exit holds the peer's exit status once it has exited.
+	exit atomic.Pointer[error]
+}
+
+// spawned is the peer this process started, while a run uses it: waits
+// for completions give up as soon as it has exited (its error, printed
+// on stderr, says why) rather than at their timeout.
+var spawned atomic.Pointer[peerProc]
+
+// peerExited returns a non-nil error once the spawned peer has exited.
+func peerExited() error {
+	p := spawned.Load()
+	if p == nil {
+		return nil
+	}
+	e := p.exit.Load()
+	if e == nil {
+		return nil
+	}
+	if *e == nil {
+		return fmt.Errorf("%w: the peer exited", errPeerUnreachable)
+	}
+	return fmt.Errorf("%w: the peer failed (%v; its error is above)", errPeerUnreachable, *e)
 }
 
 // startPeer re-executes this binary with args as a server peer.
@@ -49,7 +73,11 @@ func startPeer(args []string, stderr io.Writer) (*peerProc, error) {
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting the peer: %w", err)
 	}
-	go func() { p.done <- p.cmd.Wait() }()
+	go func() {
+		err := p.cmd.Wait()
+		p.exit.Store(&err)
+		p.done <- err
+	}()
 	return p, nil
 }
 

@@ -257,7 +257,9 @@ func runPlans(node string, port int, timeout time.Duration, plans []*plan, stder
 			return err
 		}
 		node, port = "127.0.0.1", peer.port
+		spawned.Store(peer)
 		defer func() {
+			spawned.Store(nil)
 			if err != nil {
 				peer.kill()
 				return
