@@ -1,27 +1,38 @@
 #!/usr/bin/env bash
 # vs_libfabric_shm.sh: gofi's shm provider against libfabric's on this host,
-# in the same run, alternating, and the ratios ours/libfabric of medians.
+# in the same run, alternating, with the placement of every round and the
+# ratios ours/libfabric of medians per placement.
 #
 #   benchmarks/vs_libfabric_shm.sh            # 5 alternating rounds
 #   ROUNDS=9 benchmarks/vs_libfabric_shm.sh
+#   PARTS=pingpong RUNS=default benchmarks/vs_libfabric_shm.sh
 #
-# libfabric side: fi_pingpong -p shm -e rdm (Debian libfabric-bin, installed
-# with apt-get when missing), server and client on this host, -S 8 and
-# -S 1048576. fi_pingpong has no message-rate mode and Debian ships no
-# fi_bw/fi_msg_bw, so libfabric's message rate and bandwidth are the
-# ping-pong ones (rate = 1/one-way latency; MB/s = size/one-way time).
+# Two parts (PARTS, default "pingpong rate"):
 #
-# gofi side (go test benchmarks of this directory, built once):
-#   BenchmarkFiPingPong/prov=shm/size=8B and size=1MiB (ns/oneway);
-#   BenchmarkFiMsgRate/size=8B/gofi (8 B, window 64: msgs/s);
-#   BenchmarkFiStream/size=1MiB/gofi (1 MiB, window 8: MB/s).
-# Ratios: latency ours/libfabric (target <= 1.0); rates and bandwidths
-# ours/libfabric (target >= 1.0).
+#   pingpong: perftest pingpong -compare -p shm per size (SIZES, default
+#     8 4 KiB 64 KiB 1 MiB), i.e. gofi, libfabric's fi_pingpong -p shm -e
+#     rdm and Go net alternating, once per run length (RUNS, default "long
+#     default"): long runs are 200k / 50k / 20k / 3k iterations, default
+#     runs fi_pingpong's own counts (10k / 10k / 1k / 100). perftest probes
+#     the placement before and after every round and prints a table per
+#     placement when the run saw both.
+#   rate: the go test benchmarks of this directory (built once),
+#     BenchmarkFiMsgRate/size=8B/gofi (8 B, window 64: msgs/s) and
+#     BenchmarkFiStream/size=1MiB/gofi (1 MiB, window 8: MB/s), against
+#     fi_pingpong's 8 B and 1 MiB ping-pong (fi_pingpong has no rate mode
+#     and Debian ships no fi_bw: libfabric's message rate is 1/one-way
+#     latency, its bandwidth size/one-way time). Each round is placed by
+#     `perftest place` before and after it; medians are printed per
+#     placement (near, far; a round that moved counts as mixed).
 #
-# The machine is bimodal (vCPU placement) and shared: only same-run
-# ratios of medians mean anything. Needs bash, awk, sort, go.
+# libfabric-bin (fi_pingpong) is installed with apt-get when missing. The
+# machine is bimodal (vCPU placement) and shared: only same-run ratios of
+# medians in one placement mean anything. Needs bash, awk, sort, go.
 set -u
 ROUNDS=${ROUNDS:-5}
+PARTS=${PARTS:-pingpong rate}
+RUNS=${RUNS:-long default}
+SIZES=${SIZES:-8 4096 65536 1048576}
 PP8_ITERS=${PP8_ITERS:-100000}
 PP1M_ITERS=${PP1M_ITERS:-1000}
 RATE_N=${RATE_N:-500000}
@@ -42,6 +53,32 @@ if ! command -v fi_pingpong >/dev/null 2>&1; then
 fi
 have_fi=0
 command -v fi_pingpong >/dev/null 2>&1 && have_fi=1
+
+(cd "$here/.." && go build -o "$tmp/perftest" ./cmd/perftest) || { echo "build failed" >&2; exit 1; }
+pt=$tmp/perftest
+
+# long_iters SIZE -> the long run's iteration count
+long_iters() {
+	case $1 in
+	8 | [0-9] | [0-9][0-9] | [0-9][0-9][0-9]) echo 200000 ;;
+	*) if [ "$1" -lt 65536 ]; then echo 50000; elif [ "$1" -lt 1048576 ]; then echo 20000; else echo 3000; fi ;;
+	esac
+}
+
+for part in $PARTS; do
+	[ "$part" = pingpong ] || continue
+	for run in $RUNS; do
+		for size in $SIZES; do
+			iflag=()
+			[ "$run" = long ] && iflag=(-I "$(long_iters "$size")")
+			echo
+			echo "## shm ping-pong, $run run, $size bytes"
+			PERFTEST_ROUNDS=$ROUNDS "$pt" pingpong -compare -p shm -S "$size" "${iflag[@]}" 2>/dev/null
+		done
+	done
+done
+
+case " $PARTS " in *" rate "*) ;; *) exit 0 ;; esac
 
 (cd "$here/.." && go test -c -o "$tmp/bench.test" ./benchmarks) || { echo "build failed" >&2; exit 1; }
 
@@ -74,10 +111,17 @@ go_bench() {
 		awk -v u="$3" '/^Benchmark/ { for (i = 2; i <= NF; i++) if ($i == u) v = $(i-1) } END { if (v != "") print v; else exit 1 }'
 }
 
+# place -> "class rt_ns" of the placement now
+place() {
+	"$pt" place -json | awk -F'[:,]' '/"rt_ns"/ { rt = $2 + 0 } /"class"/ { gsub(/[" ]/, "", $2); c = $2 } END { printf "%s %.0f\n", c, rt }'
+}
+
 : >"$tmp/res"
+: >"$tmp/place"
 rec() { awk -v r="$r" '{ print $0, r }' >>"$tmp/res"; } # result line + round
 for r in $(seq 1 "$ROUNDS"); do
-	echo "round $r/$ROUNDS" >&2
+	before=$(place)
+	echo "round $r/$ROUNDS ($before)" >&2
 	if [ $have_fi = 1 ]; then
 		if v=$(fi_pp 8 "$PP8_ITERS"); then
 			set -- $v
@@ -96,34 +140,51 @@ for r in $(seq 1 "$ROUNDS"); do
 	v=$(go_bench 'FiPingPong/prov=shm/size=1MiB$' "$PP1M_ITERS" ns/oneway) &&
 		echo "our_bw1m $(awk -v x="$v" 'BEGIN{print 1048576/x*1000}')" | rec
 	v=$(go_bench 'FiStream/size=1MiB/gofi$' "$STREAM_N" MB/s) && echo "our_stream1m $v" | rec
+	after=$(place)
+	set -- $before $after
+	cls=$1
+	[ "$1" != "$3" ] && cls=mixed
+	echo "$r $cls $(((${2:-0} + ${4:-0}) / 2))" >>"$tmp/place"
 done
 
+# med KEY CLASS -> median of KEY over the rounds of CLASS ("" = all)
 med() {
-	awk -v k="$1" '$1 == k { print $2 }' "$tmp/res" | sort -g |
+	awk -v k="$1" -v c="$2" 'NR == FNR { cls[$1] = $2; next } $1 == k && (c == "" || cls[$3] == c) { print $2 }' "$tmp/place" "$tmp/res" | sort -g |
 		awk '{ a[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print a[(NR+1)/2]; else print (a[NR/2] + a[NR/2+1]) / 2 }'
 }
-all() { awk -v k="$1" '$1 == k { printf "%s ", $2 }' "$tmp/res"; }
+all() {
+	awk -v k="$1" -v c="$2" 'NR == FNR { cls[$1] = $2; next } $1 == k && (c == "" || cls[$3] == c) { printf "%s ", $2 }' "$tmp/place" "$tmp/res"
+}
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "n/a"; else printf "%.2f", a / b }'; }
 # median over rounds of ours/libfabric within the round: a round where the
 # shared machine stalled both sides still gives a fair ratio
 rmed() {
-	awk -v o="$1" -v l="$2" '$1 == o { a[$3] = $2 } $1 == l { b[$3] = $2 }
-		END { for (r in a) if ((r in b) && b[r] > 0) printf "%.4f\n", a[r] / b[r] }' "$tmp/res" | sort -g |
+	awk -v o="$1" -v l="$2" -v c="$3" 'NR == FNR { cls[$1] = $2; next } c != "" && cls[$3] != c { next }
+		$1 == o { a[$3] = $2 } $1 == l { b[$3] = $2 }
+		END { for (r in a) if ((r in b) && b[r] > 0) printf "%.4f\n", a[r] / b[r] }' "$tmp/place" "$tmp/res" | sort -g |
 		awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) printf "%.2f", a[(NR+1)/2]; else printf "%.2f", (a[NR/2] + a[NR/2+1]) / 2 }'
+}
+line() { # label ours lib target class
+	local o l
+	o=$(med "$2" "$5")
+	l=$(med "$3" "$5")
+	printf '%-34s %14s %14s %8s %8s   (%s)\n' "$1" "$o" "$l" "$(ratio "$o" "$l")" "$(rmed "$2" "$3" "$5")" "$4"
+	echo "    gofi [$(all "$2" "$5")]  libfabric [$(all "$3" "$5")]"
 }
 
 echo
-echo "medians of $ROUNDS alternating rounds (all runs in brackets)"
-printf '%-34s %14s %14s %8s %8s\n' "metric" "gofi" "libfabric" "ratio" "r-ratio"
-line() { # label ours lib target
-	local o l
-	o=$(med "$2")
-	l=$(med "$3")
-	printf '%-34s %14s %14s %8s %8s   (%s)\n' "$1" "$o" "$l" "$(ratio "$o" "$l")" "$(rmed "$2" "$3")" "$4"
-	echo "    gofi [$(all "$2")]  libfabric [$(all "$3")]"
-}
-line "8 B one-way latency (ns)" our_lat8 lib_lat8 "target <= 1.00"
-line "8 B message rate (msgs/s)" our_rate8 lib_rate8 "target >= 1.00; libfabric: ping-pong rate"
-line "1 MiB ping-pong bandwidth (MB/s)" our_bw1m lib_bw1m "target >= 1.00"
-line "1 MiB streaming bandwidth (MB/s)" our_stream1m lib_bw1m "target >= 1.00; libfabric: ping-pong"
+echo "## message rate and streaming: placement per round (round class rt-ns): $(awk '{ printf "%s %s %s; ", $1, $2, $3 }' "$tmp/place")"
+for cls in "" near far mixed; do
+	n=$(awk -v c="$cls" 'c == "" || $2 == c' "$tmp/place" | wc -l)
+	[ "$n" -eq 0 ] && continue
+	[ -n "$cls" ] && [ "$n" -eq "$ROUNDS" ] && continue # all rounds in one class: printed already
+	rt=$(awk -v c="$cls" 'c == "" || $2 == c { print $3 }' "$tmp/place" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR+1)/2)] }')
+	echo
+	echo "medians of ${n} of $ROUNDS alternating rounds, placement: ${cls:-all rounds} (median cache-line round trip ${rt} ns)"
+	printf '%-34s %14s %14s %8s %8s\n' "metric" "gofi" "libfabric" "ratio" "r-ratio"
+	line "8 B one-way latency (ns)" our_lat8 lib_lat8 "target <= 0.70" "$cls"
+	line "8 B message rate (msgs/s)" our_rate8 lib_rate8 "target >= 1.50; libfabric: ping-pong rate" "$cls"
+	line "1 MiB ping-pong bandwidth (MB/s)" our_bw1m lib_bw1m "target >= 1.50" "$cls"
+	line "1 MiB streaming bandwidth (MB/s)" our_stream1m lib_bw1m "target >= 1.50; libfabric: ping-pong" "$cls"
+done
 echo "ratio: of the medians; r-ratio: median of the per-round ratios"

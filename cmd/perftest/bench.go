@@ -40,9 +40,14 @@ type plan struct {
 
 // hello is the server's answer to a plan.
 type hello struct {
-	Name []byte `json:"name,omitempty"`
-	Err  string `json:"err,omitempty"`
+	Name  []byte `json:"name,omitempty"`
+	Err   string `json:"err,omitempty"`
+	Where *where `json:"where,omitempty"` // the answer to a "where" plan
 }
+
+// wherePlan asks the server where it may run (placement); it opens no
+// link and runs nothing.
+const wherePlan = "where"
 
 const maxPlan = 1 << 20
 
@@ -179,6 +184,14 @@ func serveSession(c *ctrl, timeout time.Duration) error {
 		var p plan
 		if err := json.Unmarshal(pb, &p); err != nil {
 			return fmt.Errorf("control channel: bad plan: %w", err)
+		}
+		if p.Test == wherePlan {
+			w := localWhere()
+			b, _ := json.Marshal(hello{Where: &w})
+			if err := c.sendFrame(b); err != nil {
+				return err
+			}
+			continue
 		}
 		if err := p.validate(); err != nil {
 			b, _ := json.Marshal(hello{Err: err.Error()})

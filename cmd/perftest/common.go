@@ -99,7 +99,12 @@ type Report struct {
 	GoVersion string    `json:"go_version"`
 	CPUs      int       `json:"cpus"`
 	Date      time.Time `json:"date"`
-	Results   []Result  `json:"results"`
+	// Placement is the cache-line round trip between the two processes'
+	// CPUs at the start of the run, PlacementEnd the last probe (at the
+	// end, or before the last -compare round); see place.go.
+	Placement    *Placement `json:"placement,omitempty"`
+	PlacementEnd *Placement `json:"placement_end,omitempty"`
+	Results      []Result   `json:"results"`
 }
 
 // Result is one measurement (plain data). Latencies are in microseconds (half a round
@@ -122,6 +127,11 @@ type Result struct {
 	P99          float64 `json:"p99_usec,omitempty"`
 	P999         float64 `json:"p99_9_usec,omitempty"`
 	MsgRate      float64 `json:"mmsgs_per_sec,omitempty"`
+	// Placement is the placement class the result was measured in (near,
+	// far, mixed for -compare medians over rounds that moved, other-host)
+	// and PlacementNs its cache-line round trip.
+	Placement   string  `json:"placement,omitempty"`
+	PlacementNs float64 `json:"placement_rt_ns,omitempty"`
 }
 
 // latency is the result's latency for plots: the median when measured
@@ -139,7 +149,12 @@ func newReport(cmd string) *Report {
 		GoVersion: runtime.Version(), CPUs: runtime.NumCPU(), Date: time.Now().UTC()}
 }
 
-func (r *Report) add(res Result) { r.Results = append(r.Results, res) }
+// add appends res, stamped with the report's current placement unless it
+// carries its own.
+func (r *Report) add(res Result) {
+	r.stamp(&res)
+	r.Results = append(r.Results, res)
+}
 
 // parseInterspersed parses flags that may come before and after the
 // positional arguments (getopt style: "pingpong -p shm localhost -I 10").

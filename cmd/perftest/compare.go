@@ -47,7 +47,7 @@ func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr 
 		return ppRow{}, err
 	}
 	o := &ppOpts{fab: fab, iters: iters, size: size, timeout: timeout, dst: "127.0.0.1", dstPort: p.port,
-		common: &commonOpts{json: true}}
+		common: &commonOpts{json: true}, noPlace: true}
 	rows, err := pingpongMain(o, io.Discard, stderr)
 	if err != nil {
 		p.kill()
@@ -88,34 +88,112 @@ func median(xs []float64) float64 {
 	return (xs[m-1] + xs[m]) / 2
 }
 
-// compareRow is one size's medians.
-type compareRow struct {
-	size            int
-	iters           int
-	ours, theirs    measure
-	hasTheirs       bool
-	goNet           measure // Go's net package over TCP loopback
-	netAll, netBW   []float64
-	oursAll, thAll  []float64 // usec per round
-	oursBW, theirBW []float64 // MB/s per round
+// roundVals is one -compare round of one size: each tool's figures and
+// the placement probed before and after the round.
+type roundVals struct {
+	ours, theirs, net          measure
+	hasOurs, hasTheirs, hasNet bool
+	place                      roundPlace
 }
 
-// compareSizes runs the alternating rounds for each size.
+// compareRow is one size: its rounds, and the medians over the rounds
+// selected (all of them, or those of one placement class).
+type compareRow struct {
+	size         int
+	iters        int
+	rounds       []roundVals
+	ours, theirs measure
+	hasTheirs    bool
+	goNet        measure // Go's net package over TCP loopback
+	class        string  // near, far, or mixed over rounds that differ
+	placeNs      float64 // median probe of the rounds selected
+}
+
+// summarize computes the medians over the rounds keep selects (nil:
+// all). ok is false when keep selects none.
+func (r compareRow) summarize(keep func(roundVals) bool) (compareRow, bool) {
+	var ours, oursBW, th, thBW, nt, ntBW, ns []float64
+	classes := map[string]bool{}
+	out := r
+	out.rounds = nil
+	for _, v := range r.rounds {
+		if keep != nil && !keep(v) {
+			continue
+		}
+		out.rounds = append(out.rounds, v)
+		classes[v.place.class()] = true
+		ns = append(ns, v.place.ns())
+		if v.hasOurs {
+			ours, oursBW = append(ours, v.ours.usec), append(oursBW, v.ours.mbps)
+		}
+		if v.hasTheirs {
+			th, thBW = append(th, v.theirs.usec), append(thBW, v.theirs.mbps)
+		}
+		if v.hasNet {
+			nt, ntBW = append(nt, v.net.usec), append(ntBW, v.net.mbps)
+		}
+	}
+	if len(out.rounds) == 0 {
+		return out, false
+	}
+	out.ours = measure{usec: median(ours), mbps: median(oursBW)}
+	out.goNet = measure{usec: median(nt), mbps: median(ntBW)}
+	out.hasTheirs = len(th) > 0
+	out.theirs = measure{usec: median(th), mbps: median(thBW)}
+	out.placeNs = median(ns)
+	out.class = "mixed"
+	if len(classes) == 1 {
+		for c := range classes {
+			out.class = c
+		}
+	}
+	return out, true
+}
+
+// byClass splits rows into the rounds of each placement class present
+// (near, far), when the run saw more than one; nil otherwise.
+func byClass(rows []compareRow) map[string][]compareRow {
+	seen := map[string]bool{}
+	for _, r := range rows {
+		for _, v := range r.rounds {
+			if c := v.place.class(); c == "near" || c == "far" {
+				seen[c] = true
+			}
+		}
+	}
+	if len(seen) < 2 {
+		return nil
+	}
+	out := map[string][]compareRow{}
+	for c := range seen {
+		for _, r := range rows {
+			if s, ok := r.summarize(func(v roundVals) bool { return v.place.class() == c }); ok {
+				out[c] = append(out[c], s)
+			}
+		}
+	}
+	return out
+}
+
+// compareSizes runs the alternating rounds for each size. The placement
+// is probed before the first round and after each (a round's "after" is
+// the next one's "before").
 func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, withOurs, withNet bool, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
 	bin := fiPingpongBin()
 	prov := fab.prov
 	var out []compareRow
+	last := probeLocal()
 	for _, size := range sizes {
 		row := compareRow{size: size, iters: itersFor(size)}
 		for r := 0; r < rounds; r++ {
+			v := roundVals{place: roundPlace{before: last}}
 			if withOurs {
 				prog.set("%s pingpong %s: gofi, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
 				ours, err := ourPingpong(fab, size, row.iters, timeout, stderr)
 				if err != nil {
 					return out, err
 				}
-				row.oursAll = append(row.oursAll, ours.usecPerXfer())
-				row.oursBW = append(row.oursBW, ours.mbps())
+				v.ours, v.hasOurs = measure{usec: ours.usecPerXfer(), mbps: ours.mbps()}, true
 			}
 			if withNet {
 				prog.set("%s pingpong %s: Go net, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
@@ -123,29 +201,24 @@ func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds in
 				if err != nil {
 					return out, fmt.Errorf("Go net: %w", err)
 				}
-				row.netAll = append(row.netAll, m.usec)
-				row.netBW = append(row.netBW, m.mbps)
+				v.net, v.hasNet = m, true
 			}
-			if bin == "" {
-				continue
+			if bin != "" {
+				prog.set("%s pingpong %s: fi_pingpong, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
+				theirs, err := fiPingpong(bin, prov, fab.tagged, size, row.iters, timeout)
+				if err != nil {
+					// libfabric's failure is not ours: note it, keep going
+					prog.done()
+					fmt.Fprintf(stderr, "perftest: fi_pingpong %s %s, round %d: %v\n", prov, sizeStr(int64(size)), r+1, err)
+				} else {
+					v.theirs, v.hasTheirs = theirs, true
+				}
 			}
-			prog.set("%s pingpong %s: fi_pingpong, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
-			theirs, err := fiPingpong(bin, prov, fab.tagged, size, row.iters, timeout)
-			if err != nil {
-				// libfabric's failure is not ours: note it, keep going
-				prog.done()
-				fmt.Fprintf(stderr, "perftest: fi_pingpong %s %s, round %d: %v\n", prov, sizeStr(int64(size)), r+1, err)
-				continue
-			}
-			row.thAll = append(row.thAll, theirs.usec)
-			row.theirBW = append(row.theirBW, theirs.mbps)
+			last = probeLocal()
+			v.place.after = last
+			row.rounds = append(row.rounds, v)
 		}
-		row.goNet = measure{usec: median(row.netAll), mbps: median(row.netBW)}
-		row.ours = measure{usec: median(row.oursAll), mbps: median(row.oursBW)}
-		if len(row.thAll) > 0 {
-			row.hasTheirs = true
-			row.theirs = measure{usec: median(row.thAll), mbps: median(row.theirBW)}
-		}
+		row, _ = row.summarize(nil)
 		out = append(out, row)
 	}
 	return out, nil
@@ -202,34 +275,74 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 		return exitStatus(err)
 	}
 	rep := newReport("pingpong -compare")
-	for _, r := range rows {
-		if withOurs {
-			rep.add(Result{Tool: "gofi", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
-				Iterations: int64(r.iters), Usec: r.ours.usec, MBps: r.ours.mbps, MxfersPerSec: 1 / r.ours.usec})
+	if len(rows) > 0 && len(rows[0].rounds) > 0 {
+		last := rows[len(rows)-1].rounds
+		rep.setPlacement(rows[0].rounds[0].place.before)
+		rep.setPlacement(last[len(last)-1].place.after)
+	}
+	addRows := func(rows []compareRow) {
+		for _, r := range rows {
+			stamp := func(res Result) Result {
+				res.Placement, res.PlacementNs = r.class, r.placeNs
+				return res
+			}
+			if withOurs {
+				rep.add(stamp(Result{Tool: "gofi", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
+					Iterations: int64(r.iters), Usec: r.ours.usec, MBps: r.ours.mbps, MxfersPerSec: 1 / r.ours.usec}))
+			}
+			rep.add(stamp(Result{Tool: "go-net", Test: "pingpong", Provider: "tcp", Mode: "stream", Size: r.size,
+				Iterations: int64(r.iters), Usec: r.goNet.usec, MBps: r.goNet.mbps, MxfersPerSec: 1 / r.goNet.usec}))
+			if r.hasTheirs {
+				rep.add(stamp(Result{Tool: "libfabric", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
+					Iterations: int64(r.iters), Usec: r.theirs.usec, MBps: r.theirs.mbps, MxfersPerSec: 1 / r.theirs.usec}))
+			}
 		}
-		rep.add(Result{Tool: "go-net", Test: "pingpong", Provider: "tcp", Mode: "stream", Size: r.size,
-			Iterations: int64(r.iters), Usec: r.goNet.usec, MBps: r.goNet.mbps, MxfersPerSec: 1 / r.goNet.usec})
-		if r.hasTheirs {
-			rep.add(Result{Tool: "libfabric", Test: "pingpong", Provider: o.fab.prov, Mode: modeName(o.fab.tagged), Size: r.size,
-				Iterations: int64(r.iters), Usec: r.theirs.usec, MBps: r.theirs.mbps, MxfersPerSec: 1 / r.theirs.usec})
-		}
+	}
+	addRows(rows)
+	split := byClass(rows)
+	for _, c := range []string{"near", "far"} {
+		addRows(split[c])
 	}
 	if !o.common.json {
 		fmt.Fprintf(stdout, "%s pingpong: usec/xfer (half a round trip) and MB/sec, median of %d rounds alternating gofi, fi_pingpong and Go net (TCP loopback)\n", o.fab.prov, rounds)
 		fmt.Fprintf(stdout, "ratios: gofi / other (for usec below 1 means gofi is faster; for MB/sec above 1)\n")
-		fmt.Fprintf(stdout, "%-8s%7s %10s %10s %7s %10s %7s %10s %10s %7s %10s %7s\n", "bytes", "iters",
-			"gofi usec", "libfab", "ratio", "go-net", "ratio", "gofi MB/s", "libfab", "ratio", "go-net", "ratio")
-		for _, r := range rows {
-			th := measure{}
-			if r.hasTheirs {
-				th = r.theirs
+		printCompareTable(stdout, rows, withOurs, "")
+		for _, c := range []string{"near", "far"} {
+			if len(split[c]) > 0 {
+				fmt.Fprintln(stdout)
+				printCompareTable(stdout, split[c], withOurs, c)
 			}
-			fmt.Fprintf(stdout, "%-8s%7s %10s %10s %7s %10.2f %7s %10s %10s %7s %10.2f %7s\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)),
-				fmtOpt(withOurs, r.ours.usec), fmtOpt(r.hasTheirs, th.usec), ratio(r.ours.usec, th.usec), r.goNet.usec, ratio(r.ours.usec, r.goNet.usec),
-				fmtOpt(withOurs, r.ours.mbps), fmtOpt(r.hasTheirs, th.mbps), ratio(r.ours.mbps, th.mbps), r.goNet.mbps, ratio(r.ours.mbps, r.goNet.mbps))
 		}
 	}
 	return o.common.finish(rep, stdout, stderr)
+}
+
+// printCompareTable prints -compare's table over rows, under a placement
+// line: the rounds' placements, or of one class (near, far) when the
+// rows are that class's rounds only.
+func printCompareTable(w io.Writer, rows []compareRow, withOurs bool, class string) {
+	var places []roundPlace
+	for _, r := range rows {
+		for _, v := range r.rounds {
+			places = append(places, v.place)
+		}
+	}
+	if class != "" {
+		fmt.Fprintf(w, "# %s rounds only: %s\n", class, placeSummary(places))
+	} else {
+		fmt.Fprintf(w, "# placement (cache-line round trip between the CPUs, probed before and after each round): %s\n", placeSummary(places))
+	}
+	fmt.Fprintf(w, "%-8s%7s %10s %10s %7s %10s %7s %10s %10s %7s %10s %7s %6s\n", "bytes", "iters",
+		"gofi usec", "libfab", "ratio", "go-net", "ratio", "gofi MB/s", "libfab", "ratio", "go-net", "ratio", "rt-ns")
+	for _, r := range rows {
+		th := measure{}
+		if r.hasTheirs {
+			th = r.theirs
+		}
+		fmt.Fprintf(w, "%-8s%7s %10s %10s %7s %10.2f %7s %10s %10s %7s %10.2f %7s %6.0f\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)),
+			fmtOpt(withOurs, r.ours.usec), fmtOpt(r.hasTheirs, th.usec), ratio(r.ours.usec, th.usec), r.goNet.usec, ratio(r.ours.usec, r.goNet.usec),
+			fmtOpt(withOurs, r.ours.mbps), fmtOpt(r.hasTheirs, th.mbps), ratio(r.ours.mbps, th.mbps), r.goNet.mbps, ratio(r.ours.mbps, r.goNet.mbps), r.placeNs)
+	}
 }
 
 func fmtOpt(ok bool, v float64) string {

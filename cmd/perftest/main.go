@@ -35,6 +35,7 @@ var commands = []command{
 	{"bw", bwKind.summary, testRunner(bwKind)},
 	{"msgrate", msgrateKind.summary, testRunner(msgrateKind)},
 	{"serve", "the server side of latency, bw and msgrate for runs between hosts", runServe},
+	{"place", "the placement: cache-line round trip between two CPUs (and, with -tail, a bare flag ping-pong's tail)", runPlace},
 	{"plot", "draw -json result files over each other (latency and bandwidth against size)", runPlot},
 	{"info", "list fabric providers and their attributes, like libfabric's fi_info", runInfo},
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,8 @@ type ppOpts struct {
 	common    *commonOpts
 	compare   bool
 	listenFor time.Duration // bound on the server's wait for a client (0: none)
+	noPlace   bool          // -compare probes the placement itself
+	placed    []*Placement  // probes at the start and the end (peer on this host)
 }
 
 // ppSizes is fi_pingpong's generate_test_sizes: the one -S size, every
@@ -287,6 +290,9 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 		return exitStatus(err)
 	}
 	rep := newReport("pingpong")
+	for _, p := range o.placed {
+		rep.setPlacement(p)
+	}
 	for _, r := range rows {
 		rep.add(r.result(o.fab, "gofi"))
 	}
@@ -344,6 +350,30 @@ func pingpongMain(o *ppOpts, stdout, stderr io.Writer) ([]ppRow, error) {
 		return nil, err
 	}
 	defer c.Close()
+	// The placement, when the peer is on this host. fi_pingpong's control
+	// protocol has no room to ask the peer where it runs: probe the CPUs
+	// of our own mask, which a peer started on this host shares unless
+	// pinned. It goes to stderr: stdout stays fi_pingpong's.
+	local := false
+	if !o.noPlace {
+		if client {
+			local = isLocalHost(o.dst)
+		} else if a, ok := c.conn.RemoteAddr().(*net.TCPAddr); ok {
+			local = isLocalHost(a.IP.String())
+		}
+	}
+	if local {
+		p := probeLocal()
+		o.placed = append(o.placed, p)
+		printPlacement(stderr, p, nil)
+		defer func() {
+			e := probeLocal()
+			o.placed = append(o.placed, e)
+			if e.Class != p.Class {
+				printPlacement(stderr, p, e)
+			}
+		}()
+	}
 	table := stdout
 	if o.common.json {
 		table = io.Discard

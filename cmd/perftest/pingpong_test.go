@@ -108,6 +108,9 @@ func TestPingpong_ServerAndClientPrintFiPingpongColumns(t *testing.T) {
 			if srvRC != 0 || cliRC != 0 {
 				t.Fatalf("server exit %d, client exit %d\nclient stderr:\n%s", srvRC, cliRC, cliErr)
 			}
+			if !placementLine.MatchString(cliErr) {
+				t.Fatalf("client on this host: no placement line on stderr:\n%s", cliErr)
+			}
 			for side, out := range map[string]string{"server": srvOut, "client": cliOut} {
 				lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 				if lines[0] != fiPingpongHeader {

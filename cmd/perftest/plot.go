@@ -82,6 +82,7 @@ type series struct {
 	label string
 	lat   plotter.XYs
 	bw    plotter.XYs
+	rtNs  []float64 // the placements of its points (cache-line round trip)
 }
 
 // collectSeries groups results by file, tool, provider, test and mode.
@@ -91,6 +92,9 @@ func collectSeries(reps []*Report, labels []string) []*series {
 	for i, rep := range reps {
 		for _, r := range rep.Results {
 			name := strings.Join([]string{r.Tool, r.Provider, r.Test, r.Mode}, " ")
+			if r.Placement != "" {
+				name += ", " + r.Placement // one line per placement class
+			}
 			if labels[i] != "" {
 				name = labels[i] + ": " + name
 			}
@@ -103,6 +107,9 @@ func collectSeries(reps []*Report, labels []string) []*series {
 			if r.Size <= 0 {
 				continue // no place on a log axis
 			}
+			if r.PlacementNs > 0 {
+				s.rtNs = append(s.rtNs, r.PlacementNs)
+			}
 			if l := r.latency(); l > 0 && (r.Test == "latency" || r.Test == "pingpong") {
 				s.lat = append(s.lat, plotter.XY{X: float64(r.Size), Y: l})
 			}
@@ -112,6 +119,9 @@ func collectSeries(reps []*Report, labels []string) []*series {
 		}
 	}
 	for _, s := range out {
+		if len(s.rtNs) > 0 {
+			s.label += fmt.Sprintf(" %.0f ns", median(s.rtNs))
+		}
 		sort.Slice(s.lat, func(i, j int) bool { return s.lat[i].X < s.lat[j].X })
 		sort.Slice(s.bw, func(i, j int) bool { return s.bw[i].X < s.bw[j].X })
 	}
@@ -122,8 +132,16 @@ func collectSeries(reps []*Report, labels []string) []*series {
 // size, log-log, one line per series, into file (.svg or .png).
 func plotReports(file string, reps []*Report, labels []string) error {
 	ss := collectSeries(reps, labels)
-	lat := newLogPlot("Latency", "message size (bytes)", "usec (half round trip, median)")
-	bw := newLogPlot("Bandwidth", "message size (bytes)", "MB/s")
+	title := ""
+	if len(reps) == 1 && reps[0].Placement != nil {
+		if p := reps[0].Placement; p.RTNs > 0 {
+			title = fmt.Sprintf(" (%s: cache-line round trip %.0f ns)", p.Class, p.RTNs)
+		} else {
+			title = " (" + p.Class + ")"
+		}
+	}
+	lat := newLogPlot("Latency"+title, "message size (bytes)", "usec (half round trip, median)")
+	bw := newLogPlot("Bandwidth"+title, "message size (bytes)", "MB/s")
 	bw.Legend.Top, bw.Legend.Left = false, false // curves rise to the upper right
 	var nLat, nBW int
 	for i, s := range ss {

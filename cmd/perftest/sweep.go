@@ -124,17 +124,21 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 		return rows[k]
 	}
 	prog := newProgress(stderr)
-	err = runPlans("", 0, *timeout, plans, stderr, func(p *plan, r sizeResult) {
-		res := r.result(p)
-		rep.add(res)
-		sr := row(p.Prov, r.size)
-		if p.Test == "latency" {
-			sr.p50, sr.p99, sr.hasLat = res.P50, res.P99, true
-		} else {
-			sr.mbps, sr.hasB = res.MBps, true
-		}
-	}, func(p *plan, size int) {
-		prog.set("%s %s %s bytes  (%.0fs)", p.Prov, p.Test, sizeStr(int64(size)), time.Since(start).Seconds())
+	err = runPlansHooks("", 0, *timeout, plans, stderr, runHooks{
+		each: func(p *plan, r sizeResult) {
+			res := r.result(p)
+			rep.add(res)
+			sr := row(p.Prov, r.size)
+			if p.Test == "latency" {
+				sr.p50, sr.p99, sr.hasLat = res.P50, res.P99, true
+			} else {
+				sr.mbps, sr.hasB = res.MBps, true
+			}
+		},
+		starting: func(p *plan, size int) {
+			prog.set("%s %s %s bytes  (%.0fs)", p.Prov, p.Test, sizeStr(int64(size)), time.Since(start).Seconds())
+		},
+		placed: func(pl *Placement, _ bool) { rep.setPlacement(pl) },
 	})
 	if err != nil {
 		prog.done()
@@ -142,6 +146,7 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 		return exitStatus(err)
 	}
 	cmpDone := false
+	var cmpPlaces []roundPlace
 	if *compare {
 		if fiPingpongBin() == "" {
 			notes = append(notes, "-compare: fi_pingpong not installed (Debian: apt-get install libfabric-bin)")
@@ -160,10 +165,13 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 				}
 				for i := range cr {
 					c := cr[i]
+					for _, v := range c.rounds {
+						cmpPlaces = append(cmpPlaces, v.place)
+					}
 					row(prov, c.size).cmp = &c
-					rep.add(Result{Tool: "gofi", Test: "pingpong", Provider: prov, Mode: "msg", Size: c.size, Iterations: int64(c.iters), Usec: c.ours.usec, MBps: c.ours.mbps})
+					rep.add(Result{Tool: "gofi", Test: "pingpong", Provider: prov, Mode: "msg", Size: c.size, Iterations: int64(c.iters), Usec: c.ours.usec, MBps: c.ours.mbps, Placement: c.class, PlacementNs: c.placeNs})
 					if c.hasTheirs {
-						rep.add(Result{Tool: "libfabric", Test: "pingpong", Provider: prov, Mode: "msg", Size: c.size, Iterations: int64(c.iters), Usec: c.theirs.usec, MBps: c.theirs.mbps})
+						rep.add(Result{Tool: "libfabric", Test: "pingpong", Provider: prov, Mode: "msg", Size: c.size, Iterations: int64(c.iters), Usec: c.theirs.usec, MBps: c.theirs.mbps, Placement: c.class, PlacementNs: c.placeNs})
 					}
 				}
 			}
@@ -174,8 +182,10 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 		host, _ := os.Hostname()
 		fmt.Fprintf(stdout, "gofi %s on %s (%d CPUs, %s, %s/%s), %.0fs\n", rep.Version, host, runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, time.Since(start).Seconds())
 		fmt.Fprintf(stdout, "latency: half round trip in usec (p50, p99); bandwidth: streaming, window %d, MB/s\n", sweepWindow)
+		printPlacement(stdout, rep.Placement, rep.PlacementEnd)
 		if cmpDone {
 			fmt.Fprintf(stdout, "pingpong: usec/xfer, median of 3 runs alternating gofi and fi_pingpong; ratio = gofi / fi_pingpong (below 1: gofi faster)\n")
+			fmt.Fprintf(stdout, "# pingpong placement: %s\n", placeSummary(cmpPlaces))
 		}
 		fmt.Fprintln(stdout)
 		fmt.Fprintf(stdout, "%-9s%-8s %9s %9s %10s", "provider", "bytes", "p50", "p99", "MB/sec")

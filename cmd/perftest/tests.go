@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -193,14 +195,26 @@ func runTest(kind testKind, args []string, stdout, stderr io.Writer) int {
 	if o.common.json {
 		table = io.Discard
 	}
-	printTestHeader(table, kind, p)
-	err = runPlans(o.node, o.port, o.timeout, []*plan{p}, stderr, func(p *plan, r sizeResult) {
-		res := r.result(p)
-		rep.add(res)
-		prog.done()
-		printTestRow(table, kind, res)
-	}, func(p *plan, size int) {
-		prog.set("%s %s: %s bytes", p.Prov, sub, sizeStr(int64(size)))
+	err = runPlansHooks(o.node, o.port, o.timeout, []*plan{p}, stderr, runHooks{
+		each: func(p *plan, r sizeResult) {
+			res := r.result(p)
+			rep.add(res)
+			prog.done()
+			printTestRow(table, kind, res)
+		},
+		starting: func(p *plan, size int) {
+			prog.set("%s %s: %s bytes", p.Prov, sub, sizeStr(int64(size)))
+		},
+		placed: func(pl *Placement, start bool) {
+			rep.setPlacement(pl)
+			prog.done()
+			if start {
+				printPlacement(table, pl, nil)
+				printTestHeader(table, kind, p)
+			} else if pl.Class != rep.Placement.Class {
+				printPlacement(table, rep.Placement, pl)
+			}
+		},
 	})
 	prog.done()
 	if err != nil {
@@ -247,10 +261,26 @@ func printTestRow(w io.Writer, kind testKind, r Result) {
 	}
 }
 
+// runHooks are what a run reports as it goes: each size's result, the
+// size about to start (progress), and the placement probed at the start
+// (before any size) and at the end. Any may be nil.
+type runHooks struct {
+	each     func(*plan, sizeResult)
+	starting func(*plan, int)
+	placed   func(p *Placement, start bool)
+}
+
 // runPlans runs plans over one control connection: to the node's
 // perftest serve, or to a peer started here when node is empty.
 func runPlans(node string, port int, timeout time.Duration, plans []*plan, stderr io.Writer,
 	each func(*plan, sizeResult), starting func(*plan, int)) (err error) {
+	return runPlansHooks(node, port, timeout, plans, stderr, runHooks{each: each, starting: starting})
+}
+
+// runPlansHooks is runPlans reporting through hooks; with hooks.placed
+// set it probes the placement between this process and the peer first
+// and last.
+func runPlansHooks(node string, port int, timeout time.Duration, plans []*plan, stderr io.Writer, h runHooks) (err error) {
 	var peer *peerProc
 	if node == "" {
 		if peer, err = startPeer([]string{"serve", "-timeout", timeout.String()}, stderr); err != nil {
@@ -274,12 +304,49 @@ func runPlans(node string, port int, timeout time.Duration, plans []*plan, stder
 		return err
 	}
 	defer c.Close()
+	var pw where
+	if h.placed != nil {
+		if pw, err = askWhere(c); err != nil {
+			return err
+		}
+		h.placed(probeWith(pw), true)
+	}
+	each := h.each
+	if each == nil {
+		each = func(*plan, sizeResult) {}
+	}
 	for _, p := range plans {
-		if err := runPlan(c, p, timeout, each, starting); err != nil {
+		if err := runPlan(c, p, timeout, each, h.starting); err != nil {
 			return err
 		}
 	}
+	if h.placed != nil {
+		h.placed(probeWith(pw), false)
+	}
 	return nil
+}
+
+// askWhere asks the control peer where it may run.
+func askWhere(c *ctrl) (where, error) {
+	b, _ := json.Marshal(&plan{Test: wherePlan})
+	if err := c.sendFrame(b); err != nil {
+		return where{}, err
+	}
+	hb, err := c.recvFrame(maxPlan)
+	if err != nil {
+		return where{}, err
+	}
+	var h hello
+	if err := json.Unmarshal(hb, &h); err != nil {
+		return where{}, fmt.Errorf("control channel: bad answer from the server: %w", err)
+	}
+	if h.Err != "" {
+		return where{}, fmt.Errorf("server: %s", h.Err)
+	}
+	if h.Where == nil {
+		return where{}, errors.New("server: no answer to where (an older perftest serve?)")
+	}
+	return *h.Where, nil
 }
 
 func runPlan(c *ctrl, p *plan, timeout time.Duration, each func(*plan, sizeResult), starting func(*plan, int)) error {

@@ -50,7 +50,14 @@ func TestDefaultRun_SweepsShmThenTCPAndPrintsOneTable(t *testing.T) {
 	if !strings.Contains(out, "provider bytes") || !strings.Contains(errs, "shm latency 8 bytes") {
 		t.Fatalf("no table header or progress line\nstdout:\n%s\nstderr:\n%q", out, errs)
 	}
+	if !placementLine.MatchString(out) {
+		t.Fatalf("no placement line:\n%s", out)
+	}
 }
+
+// placementLine is the line above every table: the cache-line round trip
+// between the two processes' CPUs, or why there is none.
+var placementLine = regexp.MustCompile(`(?m)^# placement: (cache-line round trip \d+ ns between CPUs \d+ and \d+ \((near|far); (un)?pinned\)|both sides on CPU \d+.*)$`)
 
 func TestLatency_PrintsPercentilesAndJSON(t *testing.T) {
 	bin := buildPerftest(t)
@@ -66,6 +73,9 @@ func TestLatency_PrintsPercentilesAndJSON(t *testing.T) {
 		}
 		if !strings.Contains(out, "p50") || !strings.Contains(out, "p99.9") || !strings.Contains(out, "shm "+mode) {
 			t.Fatalf("%s: header:\n%s", mode, out)
+		}
+		if !placementLine.MatchString(out) {
+			t.Fatalf("%s: no placement line above the table:\n%s", mode, out)
 		}
 	}
 	rc, out, errs := runBin(t, bin, 60*time.Second, nil, "latency", "-json", "-I", "30", "-S", "64")
@@ -84,7 +94,10 @@ func TestLatency_PrintsPercentilesAndJSON(t *testing.T) {
 		r.P50 <= 0 || r.P90 < r.P50 || r.P99 < r.P90 || r.P999 < r.P99 || r.Usec <= 0 {
 		t.Fatalf("result %+v", r)
 	}
-	for _, field := range []string{`"p50_usec"`, `"p99_9_usec"`, `"usec_per_xfer"`, `"go_version"`} {
+	if p := rep.Placement; p == nil || (p.Class == "near" || p.Class == "far") != (p.RTNs > 0) || r.Placement != p.Class {
+		t.Fatalf("placement %+v, result's %q: want the probe at the start, stamped on the result", p, r.Placement)
+	}
+	for _, field := range []string{`"p50_usec"`, `"p99_9_usec"`, `"usec_per_xfer"`, `"go_version"`, `"rt_ns"`} {
 		if !strings.Contains(out, field) {
 			t.Fatalf("JSON lacks %s:\n%s", field, out)
 		}
@@ -108,6 +121,9 @@ func TestBWAndMsgrate_PrintRates(t *testing.T) {
 		rows := rowsOf(out, bwRow)
 		if len(rows) != 2 || !strings.Contains(out, c.hdr) {
 			t.Fatalf("%s %v: rows %q\n%s", c.sub, c.args, rows, out)
+		}
+		if !placementLine.MatchString(out) {
+			t.Fatalf("%s %v: no placement line:\n%s", c.sub, c.args, out)
 		}
 		if c.sub == "msgrate" && rows[0][2] != "128" {
 			t.Fatalf("msgrate: -I 100 with -W 32 should round up to whole windows (128): %q", rows[0])
@@ -229,11 +245,14 @@ func TestPingpongCompare_PrintsRatiosAgainstFiPingpong(t *testing.T) {
 	if rc != 0 {
 		t.Fatalf("exit %d\n%s\n%s", rc, out, errs)
 	}
-	row := regexp.MustCompile(`(?m)^64 +100 +` + num + ` +(\S+) +(\S+) +` + num + ` +(\S+) +` + num + ` +(\S+) +(\S+) +` + num + ` +(\S+)$`).FindStringSubmatch(out)
-	if row == nil || !strings.Contains(out, "gofi usec") {
+	row := regexp.MustCompile(`(?m)^64 +100 +` + num + ` +(\S+) +(\S+) +` + num + ` +(\S+) +` + num + ` +(\S+) +(\S+) +` + num + ` +(\S+) +\d+$`).FindStringSubmatch(out)
+	if row == nil || !strings.Contains(out, "gofi usec") || !strings.Contains(out, "rt-ns") {
 		t.Fatalf("no comparison row for 64 bytes:\n%s\n%s", out, errs)
 	}
 	if fiPingpongBin() != "" && (row[2] == "-" || row[3] == "-") {
 		t.Fatalf("fi_pingpong is installed but its column is empty:\n%s", out)
+	}
+	if !regexp.MustCompile(`# placement .*: 1 of 1 rounds (near|far|mixed)`).MatchString(out) {
+		t.Fatalf("no placement line for the round:\n%s", out)
 	}
 }

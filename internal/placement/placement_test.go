@@ -1,0 +1,74 @@
+package placement
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPair_ChoosesTheRunsCPUs(t *testing.T) {
+	cases := []struct {
+		name      string
+		own, peer []int
+		a, b      int
+		pinned    bool
+	}{
+		{"both pinned", []int{3}, []int{7}, 3, 7, true},
+		{"both pinned to one CPU", []int{2}, []int{2}, 2, 2, true},
+		{"unpinned, two CPUs", []int{0, 1}, []int{0, 1}, 0, 1, false},
+		{"unpinned, many CPUs", []int{4, 5, 6}, []int{4, 5, 6}, 4, 5, false},
+		{"only we are pinned", []int{1}, []int{0, 1}, 1, 0, false},
+		{"only the peer is pinned, to our first", []int{0, 1}, []int{0}, 1, 0, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a, b, pinned, err := Pair(c.own, c.peer)
+			if err != nil || a != c.a || b != c.b || pinned != c.pinned {
+				t.Fatalf("Pair(%v, %v) = %d, %d, %v, %v; want %d, %d, %v", c.own, c.peer, a, b, pinned, err, c.a, c.b, c.pinned)
+			}
+		})
+	}
+	if _, _, _, err := Pair(nil, []int{0}); err == nil {
+		t.Fatal("Pair with an empty mask: no error")
+	}
+}
+
+func TestProbe_MeasuresTwoCPUs(t *testing.T) {
+	cpus, err := Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpus) < 2 {
+		t.Skipf("one CPU allowed (%v): nothing to probe", cpus)
+	}
+	r, err := Probe(cpus[0], cpus[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.RTNs <= 0 || r.MinNs <= 0 || r.MinNs > r.RTNs || (r.Class != "near" && r.Class != "far") {
+		t.Fatalf("probe %+v: want positive round trips, min <= median, a class", r)
+	}
+	if !strings.Contains(r.String(), "cache-line round trip") {
+		t.Fatalf("String() = %q", r.String())
+	}
+	tl, err := ProbeTail(cpus[0], cpus[1], 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl.N != 2000 || tl.P50 <= 0 || tl.P50 > tl.P99 || tl.P99 > tl.P999 || tl.P999 > tl.Max {
+		t.Fatalf("tail %+v: want ordered positive percentiles", tl)
+	}
+	t.Logf("%v; tail %+v", r, tl)
+}
+
+func TestProbe_SameCPUAndBadCPU(t *testing.T) {
+	r, err := Probe(0, 0)
+	if err != nil || r.Class != "same-cpu" {
+		t.Fatalf("Probe(0, 0) = %+v, %v; want class same-cpu", r, err)
+	}
+	if _, err := Pin(-1); err == nil {
+		t.Fatal("Pin(-1): no error")
+	}
+	if _, err := ProbeTail(0, 0, 10); err == nil {
+		t.Fatal("ProbeTail on one CPU: no error")
+	}
+}
