@@ -39,6 +39,8 @@ func (d *shmDomain) openTransport(info *Info) (transport.Transport, error) {
 		return tr, nil
 	case errors.Is(err, os.ErrExist):
 		return nil, opErr(op, ErrAddrInUse, "shm: %v", err)
+	case errors.Is(err, shm.ErrSize):
+		return nil, opErr(op, ErrInval, "%v", err)
 	case errors.Is(err, shm.ErrNoSpace):
 		return nil, opErr(op, ErrNoSpc, "%v", err)
 	}

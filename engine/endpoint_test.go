@@ -410,14 +410,20 @@ func TestEndpoint_SelectiveCompletion(t *testing.T) {
 func TestEndpoint_UnexpectedBackPressureLosesNothing(t *testing.T) {
 	p := newPair(t, 1024, func(c *Config) { c.UnexpectedBytes = 256 })
 	const n = 50
-	for i := range n {
-		if c := send(p.a, addrB, transport.KindTagged, uint64(i), bytes.Repeat([]byte{byte(i)}, 100), nil); c != 0 {
+	msg := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 100) }
+	sent := 0
+	for ; sent < n; sent++ {
+		c := send(p.a, addrB, transport.KindTagged, uint64(sent), msg(sent), nil)
+		if c == CodeAgain {
+			break // the transport holds no more: the rest goes as receives drain it
+		}
+		if c != 0 {
 			t.Fatal(c)
 		}
 	}
 	drain(p.cb)
-	if got := p.b.msgs.Unexpected() + p.b.tags.Unexpected(); got >= n {
-		t.Fatalf("%d messages buffered despite a 256-byte cap", got)
+	if got := p.b.msgs.Unexpected() + p.b.tags.Unexpected(); got >= sent && sent > 3 {
+		t.Fatalf("%d of %d messages buffered despite a 256-byte cap", got, sent)
 	}
 	for i := range n {
 		buf := make([]byte, 100)
@@ -425,6 +431,13 @@ func TestEndpoint_UnexpectedBackPressureLosesNothing(t *testing.T) {
 		ok, _ := drain(p.cb, 1)
 		if len(ok) != 1 || ok[0].Context != i || buf[0] != byte(i) {
 			t.Fatalf("message %d: %+v", i, ok)
+		}
+		for ; sent < n; sent++ {
+			if c := send(p.a, addrB, transport.KindTagged, uint64(sent), msg(sent), nil); c == CodeAgain {
+				break
+			} else if c != 0 {
+				t.Fatal(c)
+			}
 		}
 	}
 }

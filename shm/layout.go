@@ -6,7 +6,7 @@ import (
 	"os"
 )
 
-// Region wire format, version 1. All integers are in the host's byte order
+// Region wire format, version 2. All integers are in the host's byte order
 // (a region never leaves the host). Offsets are from the start of the
 // region; there are no pointers. The layout is a pure function of
 // (ConnSlots, PeerSlots): ComputeLayout. A reader recomputes it from the two
@@ -18,7 +18,10 @@ import (
 //	                      (receivers count themselves in); own 2 lines
 //	connSeq   384  128 B  u32 @+0, bumped by a sender after posting a
 //	                      connection request; own 2 lines
-//	bitmap    512  BitmapLen B, a multiple of 128: bit i = inbound peer i
+//	nudge     512  128 B  u32 @+0, bumped by a peer that wants the owner
+//	                      to run its progress (it made room in a ring the
+//	                      owner waits to write to); own 2 lines (v2)
+//	bitmap    640  BitmapLen B, a multiple of 128: bit i = inbound peer i
 //	                      has data (format owned by package ring)
 //	conn      ...  ConnSlots x 192 B connection-request slots
 //	peers     ...  PeerSlots x 192 B inbound peer slots
@@ -26,8 +29,9 @@ import (
 const (
 	// Magic identifies a gofi shm region: "GOFS" in memory on little endian.
 	Magic uint32 = 0x53464f47
-	// Version of this layout.
-	Version uint32 = 1
+	// Version of this layout (2: the nudge word; ring segments carry a
+	// trailer, see RingSegSize).
+	Version uint32 = 2
 	// HeaderSize is the size of the header at offset 0.
 	HeaderSize = 256
 	// LineSize is the cache-line size the layout assumes; recorded in the
@@ -71,7 +75,8 @@ const (
 	hNameLen      = 96  // u32
 	hReserved0    = 100 // u32, zero
 	hName         = 104 // [64]byte, owner's region name, zero padded
-	hEnd          = hName + nameField
+	hNudgeOff     = 168 // u64 (v2)
+	hEnd          = hNudgeOff + 8
 	// bytes hEnd..HeaderSize are reserved and zero.
 )
 
@@ -83,6 +88,7 @@ type Layout struct {
 	Name        string // the region's segment name
 	DoorbellOff int    // doorbell seq word; waiters word at DoorbellOff+4
 	ConnSeqOff  int    // connection-request sequence word
+	NudgeOff    int    // nudge word
 	BitmapOff   int    // non-empty bitmap bytes
 	BitmapLen   int    // a multiple of 128, covers PeerSlots bits
 	ConnOff     int    // first connection-request slot
@@ -105,6 +111,8 @@ func ComputeLayout(connSlots, peerSlots int) (Layout, error) {
 	l.DoorbellOff = off
 	off += doorbellArea
 	l.ConnSeqOff = off
+	off += doorbellArea
+	l.NudgeOff = off
 	off += doorbellArea
 	l.BitmapOff = off
 	l.BitmapLen = roundUp((peerSlots+63)/64*8, 2*LineSize)
@@ -143,6 +151,7 @@ func (l *Layout) encode(b []byte) {
 	ne.PutUint32(h[hPeerSlotSize:], PeerSlotSize)
 	ne.PutUint32(h[hNameLen:], uint32(len(l.Name)))
 	copy(h[hName:hName+nameField], l.Name)
+	ne.PutUint64(h[hNudgeOff:], uint64(l.NudgeOff))
 }
 
 // ParseHeader decodes and validates the header of region bytes b (the whole
@@ -206,6 +215,7 @@ func ParseHeader(b []byte) (Layout, error) {
 		{"total size", hTotalSize, l.TotalSize},
 		{"doorbell offset", hDoorbellOff, l.DoorbellOff},
 		{"connection sequence offset", hConnSeqOff, l.ConnSeqOff},
+		{"nudge offset", hNudgeOff, l.NudgeOff},
 		{"bitmap offset", hBitmapOff, l.BitmapOff},
 		{"bitmap length", hBitmapLen, l.BitmapLen},
 		{"connection slots offset", hConnOff, l.ConnOff},
@@ -230,7 +240,7 @@ func ParseHeader(b []byte) (Layout, error) {
 	if n == 0 || n > MaxNameLen {
 		return Layout{}, fmt.Errorf("%w: name length %d", ErrCorrupt, n)
 	}
-	for _, c := range h[hName+int(n) : hEnd] {
+	for _, c := range h[hName+int(n) : hName+nameField] {
 		if c != 0 {
 			return Layout{}, fmt.Errorf("%w: bytes after the name set", ErrCorrupt)
 		}

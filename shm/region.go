@@ -53,6 +53,7 @@ type Region struct {
 	mem    []byte
 	layout Layout
 	bell   Doorbell
+	nudge  *atomic.Uint32
 	conn   ConnQueue
 	peers  PeerTable
 }
@@ -125,6 +126,7 @@ func newRegion(seg *Segment, l Layout) *Region {
 func newRegionOver(b []byte, l Layout) *Region {
 	r := &Region{mem: b, layout: l}
 	r.bell = Doorbell{seq: word32(b, l.DoorbellOff), waiters: word32(b, l.DoorbellOff+4)}
+	r.nudge = word32(b, l.NudgeOff)
 	r.conn = ConnQueue{mem: b[l.ConnOff : l.ConnOff+l.ConnSlots*ConnSlotSize], n: l.ConnSlots,
 		seq: word32(b, l.ConnSeqOff), bell: &r.bell}
 	r.peers = PeerTable{mem: b[l.PeerOff : l.PeerOff+l.PeerSlots*PeerSlotSize], n: l.PeerSlots}
@@ -158,6 +160,20 @@ func (r *Region) Doorbell() *Doorbell { return &r.bell }
 func (r *Region) Bitmap() []byte {
 	return r.mem[r.layout.BitmapOff : r.layout.BitmapOff+r.layout.BitmapLen]
 }
+
+// Nudge asks the region's owner to run its progress: it bumps the nudge
+// word and rings the doorbell. A receiver calls it after making room in a
+// ring whose producer said (in the ring segment's trailer) that it waits
+// for room. It reads and writes the owner's mapping; the error is the
+// doorbell's.
+func (r *Region) Nudge() error {
+	r.nudge.Add(1)
+	return r.bell.Ring()
+}
+
+// NudgeSeq returns the nudge word. The owner compares it with a value read
+// before it last ran its progress to learn whether it was nudged since.
+func (r *Region) NudgeSeq() uint32 { return r.nudge.Load() }
 
 // ConnQueue returns the connection-request queue.
 func (r *Region) ConnQueue() *ConnQueue { return &r.conn }

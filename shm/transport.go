@@ -9,12 +9,14 @@ import (
 	"os"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"github.com/gofi-dev/fi/ring"
 	"github.com/gofi-dev/fi/transport"
+	"golang.org/x/sys/unix"
 )
 
 // The shm transport: gofi's shared-memory provider data path, implementing
@@ -25,6 +27,21 @@ import (
 // then on writes records into it, sets its bit in the receiver's bitmap and
 // rings the receiver's doorbell (a system call only when the receiver
 // sleeps). The receiver's Poll visits the rings whose bits are set.
+//
+// Ring memory follows traffic. A ring starts small (MinRingSize, 4 KiB: an
+// 8 KiB file, so an idle pair costs 16 KiB of /dev/shm for both
+// directions). It is replaced by a bigger one when an eager payload does
+// not fit, when it is found full, or when a large payload streams through
+// it, up to RingSize; and by a small one again after ShrinkAfter without
+// sends. Replacing writes a recSwitch record naming the new ring segment
+// into the old ring: the receiver reads the old ring up to it, opens the
+// new segment and reads on there, so order is kept; the sender writes into
+// the new ring at once and closes the old one when the receiver has read it
+// all. A ring grows only while the shm directory stays at most a quarter
+// full (growLimit): a job that fills its tmpfs keeps small rings rather than
+// starve the peers still connecting. A payload of at most MaxEager bytes
+// that no longer fits the ring then travels by rendezvous from a copy the
+// transport keeps (a bounce buffer), so Send still completes at once.
 //
 // Protocols by size:
 //   - eager (at most MaxEager bytes): the payload rides in the record;
@@ -43,6 +60,7 @@ import (
 //	recACK:   cookie u64, status u32 (0 read, 1 discarded)
 //	recCTS:   cookie u64
 //	recSeg:   cookie u64, offset u64, payload
+//	recSwitch: segment size u64, name length u32, pad u32, name
 //
 //	msgHdr:   kind u8, flags u8, pad u16, group u32, tag u64, data u64, len u64
 const (
@@ -51,6 +69,8 @@ const (
 	recACK   uint16 = 3
 	recCTS   uint16 = 4
 	recSeg   uint16 = 5
+	// recSwitch: the sender writes on in the ring segment named here.
+	recSwitch uint16 = 6
 )
 
 const (
@@ -70,9 +90,19 @@ const (
 type TransportConfig struct {
 	// Name is the region name (default NewName()); it must pass ValidName.
 	Name string
-	// RingSize is the capacity of each ring this endpoint creates towards a
-	// receiver (a power of two; default DefaultRingSize).
+	// RingSize is the largest capacity a ring this endpoint writes to a
+	// receiver grows to under traffic (a power of two; default
+	// $GOFI_SHM_RING_MAX or DefaultRingSize). A ring of capacity c takes
+	// RingSegSize(c) bytes of the shm directory: c plus 4 KiB.
 	RingSize int
+	// MinRingSize is the capacity a ring starts with and shrinks back to
+	// when idle (a power of two, at least 1 KiB and at most RingSize;
+	// default $GOFI_SHM_RING_MIN or DefaultMinRingSize).
+	MinRingSize int
+	// ShrinkAfter is how long a grown ring may go without sends before it
+	// is replaced by a small one (default $GOFI_SHM_RING_IDLE or
+	// DefaultShrinkAfter).
+	ShrinkAfter time.Duration
 	// MaxEager is the largest payload sent inline (default DefaultMaxEager,
 	// at most the ring's MaxPayload minus the record header).
 	MaxEager int
@@ -96,8 +126,24 @@ type TransportConfig struct {
 
 // Defaults of TransportConfig.
 const (
-	DefaultRingSize = 512 << 10
-	DefaultMaxEager = 16 << 10
+	DefaultRingSize    = 512 << 10
+	DefaultMinRingSize = 4 << 10
+	DefaultShrinkAfter = time.Second
+	DefaultMaxEager    = 16 << 10
+)
+
+const (
+	// minRingFloor is the smallest MinRingSize: a ring must hold the
+	// largest control record (an RTS of maxRTSIOV buffers) in half of it.
+	minRingFloor = 1 << 10
+	// growLimit: a ring grows only if the shm directory is at most
+	// 1/growLimit full afterwards.
+	growLimit = 4
+	// growBackoff is how long a peer whose ring could not grow waits
+	// before trying again.
+	growBackoff = 50 * time.Millisecond
+	// maxBounce bounds the bounce buffers (MaxEager bytes each) in flight.
+	maxBounce = 64
 )
 
 // Transport is the shm provider's transport.Transport. Its data-path
@@ -110,7 +156,7 @@ type Transport struct {
 	addr   []byte
 	bits   *ring.Bitmap
 	bell   *Doorbell
-	seen   uint32 // connection sequence last handled
+	seen   atomic.Uint32 // connection sequence last handled (read by Wait)
 	cma    bool
 	cmaMin int // smallest payload always fetched with single copy
 	// recent rates (bytes/ns) of big fetches by method, for pickCMA
@@ -125,7 +171,15 @@ type Transport struct {
 	busy    []*peer // peers with outbound work pending
 	inWords int     // bitmap words covering the inbound slots in use
 
-	nextCookie uint64
+	nextCookie  uint64
+	polls       uint32    // Poll calls, for the housekeeping tick
+	lastTick    time.Time // last housekeeping
+	nudgeSeen   atomic.Uint32
+	busyN       atomic.Int32 // len(busy), for Wait (which may run concurrently)
+	bounces     int          // bounce buffers handed out
+	switches    int          // rings replaced (grown or shrunk), for tests
+	switchWaits int          // switch records that waited for room, for tests
+	bounceFree  [][]byte
 	// free lists for the rendezvous bookkeeping (no allocation per message)
 	heldFree  []*held
 	rtsFree   []*rts
@@ -148,34 +202,51 @@ type peer struct {
 	err  transport.Code
 
 	// outbound: our ring in a segment we own, announced to their region
-	region   *Region
-	rbits    *ring.Bitmap
-	seg      *Segment
-	out      *ring.Ring
-	connSlot int  // slot of our request in their queue, -1 when answered
-	bit      int  // our bit at the receiver, -1 until accepted
-	inBusy   bool // listed in Transport.busy
-	ctrl     []ctrl
-	streams  []stream // rendezvous sends streaming segments after CTS
-	held     map[uint64]*held
-	since    time.Time // oldest unanswered operation, for liveness checks
-	failSend bool      // outbound broken: sends fail
+	region  *Region
+	rbits   *ring.Bitmap
+	seg     *Segment
+	out     *ring.Ring
+	outWant *atomic.Uint32 // the trailer word of seg
+	eager   int            // largest eager payload the current ring takes
+	// a ring being replaced: written up to a switch record (or waiting
+	// for room for it), closed once the receiver has read it all
+	old       *ring.Ring
+	oldSeg    *Segment
+	oldWant   *atomic.Uint32
+	switchTo  string    // the new segment's name while the switch record waits
+	switchLen int       // and its size
+	sends     uint32    // Send calls, for idle detection
+	seenSends uint32    // sends at the last housekeeping
+	active    time.Time // last housekeeping that saw sends
+	growAfter time.Time // no growth attempt before this
+	connSlot  int       // slot of our request in their queue, -1 when answered
+	bit       int       // our bit at the receiver, -1 until accepted
+	inBusy    bool      // listed in Transport.busy
+	ctrl      []ctrl
+	streams   []stream // rendezvous sends streaming segments after CTS
+	held      map[uint64]*held
+	since     time.Time // oldest unanswered operation, for liveness checks
+	failSend  bool      // outbound broken: sends fail
 
 	// inbound: their ring to us
-	inSeg *Segment
-	in    *ring.Ring
-	inIdx int
-	pid   int
-	gen   uint32
-	fetch map[uint64]*fetchSeg // segment-mode fetches in progress
-	rts   map[uint64]*rts      // announced rendezvous messages not yet fetched
+	inSeg  *Segment
+	in     *ring.Ring
+	inWant *atomic.Uint32 // the trailer word of inSeg
+	bell   *Region        // their region, opened to nudge them when we send them nothing
+	inIdx  int
+	pid    int
+	gen    uint32
+	fetch  map[uint64]*fetchSeg // segment-mode fetches in progress
+	rts    map[uint64]*rts      // announced rendezvous messages not yet fetched
 }
 
 // held is a rendezvous send waiting for the receiver.
 type held struct {
-	op  transport.Op
-	iov [][]byte
-	n   int
+	op     transport.Op
+	iov    [][]byte
+	n      int
+	bounce []byte    // the transport's copy, when the send completed at once
+	one    [1][]byte // iov storage for a bounce send
 }
 
 // stream is a held send being streamed in segments after CTS.
@@ -205,11 +276,31 @@ type ctrl struct {
 
 // NewTransport creates this endpoint's region and returns its transport.
 func NewTransport(cfg TransportConfig) (*Transport, error) {
+	var err error
 	if cfg.RingSize == 0 {
-		cfg.RingSize = DefaultRingSize
+		if cfg.RingSize, err = envSize(RingMaxEnv, DefaultRingSize); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MinRingSize == 0 {
+		if cfg.MinRingSize, err = envSize(RingMinEnv, DefaultMinRingSize); err != nil {
+			return nil, err
+		}
+		cfg.MinRingSize = min(cfg.MinRingSize, cfg.RingSize)
+	}
+	if cfg.ShrinkAfter == 0 {
+		if cfg.ShrinkAfter, err = envDuration(RingIdleEnv, DefaultShrinkAfter); err != nil {
+			return nil, err
+		}
 	}
 	if ring.Size(cfg.RingSize) < 0 {
-		return nil, fmt.Errorf("%w: ring size %d", ErrSize, cfg.RingSize)
+		return nil, fmt.Errorf("%w: ring size %d is not a power of two", ErrSize, cfg.RingSize)
+	}
+	if ring.Size(cfg.MinRingSize) < 0 || cfg.MinRingSize < minRingFloor || cfg.MinRingSize > cfg.RingSize {
+		return nil, fmt.Errorf("%w: minimum ring size %d is not a power of two in %d..%d", ErrSize, cfg.MinRingSize, minRingFloor, cfg.RingSize)
+	}
+	if cfg.ShrinkAfter < 0 {
+		return nil, fmt.Errorf("%w: ShrinkAfter %v", ErrSize, cfg.ShrinkAfter)
 	}
 	maxp := ring.MaxPayloadFor(cfg.RingSize) - msgHdrLen
 	if cfg.MaxEager == 0 {
@@ -233,7 +324,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	t := &Transport{cfg: cfg, region: r, name: r.Name(), addr: []byte(r.Addr()), bits: bm,
 		bell: r.Doorbell(), byName: map[string]transport.Peer{},
 		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && !cmaDisabledByEnv() && ProbeCMA().Available}
-	t.seen = r.ConnQueue().Seq()
+	t.seen.Store(r.ConnQueue().Seq())
 	t.cmaMin = cfg.CMAMin
 	if t.cmaMin <= 0 {
 		t.cmaMin = ProbeCMA().Threshold
@@ -341,31 +432,33 @@ func (t *Transport) connect(p *peer) transport.Code {
 		_ = r.Close()
 		return transport.EIO
 	}
-	seg, err := CreateSegment(NewName(), ring.Size(t.cfg.RingSize))
+	rs, err := createRingSeg(t.cfg.MinRingSize)
 	if err != nil {
 		_ = r.Close()
 		return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
 	}
-	out, err := ring.Init(seg.Bytes(), t.cfg.RingSize)
-	if err != nil {
-		_ = seg.Close()
-		_ = r.Close()
-		return transport.EIO
-	}
 	slot, err := r.ConnQueue().Post(ConnRequest{SenderPID: os.Getpid(), SenderName: t.name,
-		RingName: seg.Name(), RingSize: seg.Size()})
+		RingName: rs.seg.Name(), RingSize: rs.seg.Size()})
 	if err != nil {
-		_ = seg.Close()
+		_ = rs.seg.Close()
 		_ = r.Close()
 		if errors.Is(err, ErrQueueFull) {
 			return transport.EAgain
 		}
-		return transport.EIO
+		return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
 	}
-	p.region, p.rbits, p.seg, p.out, p.connSlot, p.bit = r, bm, seg, out, slot, -1
+	p.region, p.rbits, p.connSlot, p.bit = r, bm, slot, -1
+	t.setOut(p, rs)
 	p.since = time.Now()
+	p.active = p.since
 	t.markBusy(p)
 	return 0
+}
+
+// setOut makes rs the ring p's sends go to.
+func (t *Transport) setOut(p *peer, rs *ringSeg) {
+	p.seg, p.out, p.outWant = rs.seg, rs.r, rs.want
+	p.eager = min(t.cfg.MaxEager, rs.r.MaxPayload()-msgHdrLen)
 }
 
 // checkReply learns our bit index once the receiver accepted.
@@ -403,6 +496,7 @@ func (t *Transport) markBusy(p *peer) {
 	if !p.inBusy {
 		p.inBusy = true
 		t.busy = append(t.busy, p)
+		t.busyN.Store(int32(len(t.busy)))
 	}
 }
 
@@ -457,30 +551,86 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	if c := t.ready(p); c != 0 {
 		return false, c
 	}
-	if len(p.ctrl) > 0 || len(p.streams) > 0 {
+	if len(p.ctrl) > 0 || len(p.streams) > 0 || p.switchTo != "" {
 		t.flush(p) // keep control traffic ahead of new messages
 	}
+	p.sends++
 	n := int(hdr.Len)
-	if n <= t.cfg.MaxEager {
-		b, err := p.out.Reserve(msgHdrLen + n)
-		if err != nil {
+	if n > p.eager {
+		if n > t.cfg.MaxEager {
+			return t.sendRTS(p, hdr, iov, op, nil)
+		}
+		if !t.grow(p, msgHdrLen+n) {
+			return t.sendBounce(p, hdr, iov, op)
+		}
+	}
+	b, err := p.out.Reserve(msgHdrLen + n)
+	if err != nil {
+		if err != ring.ErrFull || !t.grow(p, 0) {
 			return false, ringCode(err)
 		}
-		putHdr(b, hdr)
-		off := msgHdrLen
-		for _, v := range iov {
-			off += ring.Copy(b[off:], v)
+		if b, err = p.out.Reserve(msgHdrLen + n); err != nil {
+			return false, ringCode(err)
 		}
-		_ = p.out.Commit(recEager, msgHdrLen+n)
-		p.out.Publish()
-		t.kick(p)
-		return true, 0
 	}
+	putHdr(b, hdr)
+	off := msgHdrLen
+	for _, v := range iov {
+		off += ring.Copy(b[off:], v)
+	}
+	_ = p.out.Commit(recEager, msgHdrLen+n)
+	p.out.Publish()
+	t.kick(p)
+	return true, 0
+}
+
+// sendBounce sends a payload of at most MaxEager bytes that the ring cannot
+// take inline (it is small and cannot grow): the payload is copied into a
+// bounce buffer, announced by rendezvous, and the send completes now.
+func (t *Transport) sendBounce(p *peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
+	var b []byte
+	if k := len(t.bounceFree); k > 0 {
+		b = t.bounceFree[k-1]
+		t.bounceFree = t.bounceFree[:k-1]
+	} else {
+		if t.bounces >= maxBounce {
+			return false, transport.EAgain // ACKs hand buffers back
+		}
+		t.bounces++
+		b = make([]byte, t.cfg.MaxEager)
+	}
+	n := int(hdr.Len)
+	b = b[:n]
+	gather(b, iov, 0)
+	done, c := t.sendRTS(p, hdr, nil, op, b)
+	if c != 0 {
+		t.putBounce(b)
+	}
+	return done, c
+}
+
+func (t *Transport) putBounce(b []byte) {
+	t.bounceFree = append(t.bounceFree, b[:cap(b)])
+}
+
+// sendRTS announces a rendezvous payload: iov, or the bounce buffer b (the
+// send then completes at once).
+func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op transport.Op, bounce []byte) (bool, transport.Code) {
 	if len(iov) > maxRTSIOV {
 		return false, transport.EInval
 	}
-	b, err := p.out.Reserve(rtsFixed + 16*len(iov))
+	h := t.newHeld()
+	if bounce != nil {
+		h.bounce, h.one[0] = bounce, bounce
+		iov = h.one[:]
+	}
+	size := rtsFixed + 16*len(iov)
+	b, err := p.out.Reserve(size)
+	if err != nil && err == ring.ErrFull && t.grow(p, 0) {
+		b, err = p.out.Reserve(size)
+	}
 	if err != nil {
+		t.putHeld(h)
 		return false, ringCode(err)
 	}
 	t.nextCookie++
@@ -497,17 +647,135 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 		binary.LittleEndian.PutUint64(b[rtsFixed+16*i:], uint64(a))
 		binary.LittleEndian.PutUint64(b[rtsFixed+16*i+8:], uint64(len(v)))
 	}
-	_ = p.out.Commit(recRTS, rtsFixed+16*len(iov))
+	_ = p.out.Commit(recRTS, size)
 	p.out.Publish()
 	if len(p.held) == 0 {
 		p.since = time.Now()
 	}
-	h := t.newHeld()
-	h.op, h.iov, h.n = op, iov, n
+	h.op, h.n, h.iov = op, int(hdr.Len), iov
 	p.held[cookie] = h
 	t.markBusy(p)
 	t.kick(p)
-	return false, 0
+	return bounce != nil, 0
+}
+
+// sendDone completes a held send: through the sink, or, for a bounce send
+// (completed when it was posted), by taking the buffer back.
+func (t *Transport) sendDone(s transport.Sink, h *held, c transport.Code) {
+	if h.bounce != nil {
+		t.putBounce(h.bounce)
+	} else if s != nil {
+		s.SendDone(h.op, c)
+	}
+	t.putHeld(h)
+}
+
+// grow replaces p's ring by a bigger one: one that takes an eager record
+// of need bytes, or, with need 0, twice the current capacity; at most
+// RingSize. It reports whether p.out is now such a ring. It declines while
+// a replacement is under way, after a failed attempt (for growBackoff),
+// and when the shm directory would be more than 1/growLimit full.
+func (t *Transport) grow(p *peer, need int) bool {
+	c := 2 * p.out.Cap()
+	if need > 0 {
+		c = p.out.Cap()
+		for c < t.cfg.RingSize && ring.MaxPayloadFor(c) < need {
+			c *= 2
+		}
+		if ring.MaxPayloadFor(c) < need {
+			return false
+		}
+	}
+	return t.growTo(p, c)
+}
+
+// growTo replaces p's ring by one of capacity c (see grow).
+func (t *Transport) growTo(p *peer, c int) bool {
+	if c > t.cfg.RingSize || c <= p.out.Cap() || p.old != nil || p.dead {
+		return false
+	}
+	now := time.Now()
+	if now.Before(p.growAfter) {
+		return false
+	}
+	if err := t.replace(p, c, true); err != nil {
+		p.growAfter = now.Add(growBackoff)
+		return false
+	}
+	return true
+}
+
+// replace starts writing to a new ring of capacity c for p. With check set
+// it first makes sure the shm directory stays at most 1/growLimit full.
+func (t *Transport) replace(p *peer, c int, check bool) error {
+	size := RingSegSize(c)
+	if check {
+		if err := roomToGrow(size); err != nil {
+			return err
+		}
+	}
+	rs, err := createRingSeg(c)
+	if err != nil {
+		return err
+	}
+	t.switches++
+	p.old, p.oldSeg, p.oldWant = p.out, p.seg, p.outWant
+	p.switchTo, p.switchLen = rs.seg.Name(), rs.seg.Size()
+	t.setOut(p, rs)
+	t.writeSwitch(p)
+	t.markBusy(p) // to close the old ring once read, or write the switch
+	return nil
+}
+
+// roomToGrow checks that size more bytes leave the shm directory at most
+// 1/growLimit full.
+func roomToGrow(size int) error {
+	dir := Dir()
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return fmt.Errorf("shm: statfs %s: %w", dir, err)
+	}
+	total := uint64(st.Blocks) * uint64(st.Bsize)
+	used := (uint64(st.Blocks) - uint64(st.Bavail)) * uint64(st.Bsize)
+	if (used+uint64(size))*growLimit > total {
+		return fmt.Errorf("%w: %s: growing a ring by %d bytes would leave it more than 1/%d full (%d of %d bytes used)",
+			ErrNoSpace, dir, size, growLimit, used, total)
+	}
+	return nil
+}
+
+// writeSwitch writes the pending switch record into the old ring, or, if
+// the ring is full, asks the receiver to nudge us when it has made room.
+func (t *Transport) writeSwitch(p *peer) {
+	if p.switchTo == "" {
+		return
+	}
+	size := 16 + len(p.switchTo)
+	for try := 0; try < 2; try++ {
+		b, err := p.old.Reserve(size)
+		if err == nil {
+			binary.LittleEndian.PutUint64(b, uint64(p.switchLen))
+			binary.LittleEndian.PutUint32(b[8:], uint32(len(p.switchTo)))
+			binary.LittleEndian.PutUint32(b[12:], 0)
+			copy(b[16:], p.switchTo)
+			_ = p.old.Commit(recSwitch, size)
+			p.old.Publish()
+			p.switchTo = ""
+			t.kick(p)
+			return
+		}
+		if err != ring.ErrFull {
+			t.fail(p, transport.EIO)
+			return
+		}
+		// Say we wait, then look once more: the receiver may have made
+		// room between our look and our word (it reads the word after
+		// releasing).
+		if try == 0 {
+			t.switchWaits++
+		}
+		p.oldWant.Store(1)
+	}
 }
 
 func ringCode(err error) transport.Code {
@@ -740,6 +1008,18 @@ func (t *Transport) flush(p *peer) {
 	if p.out == nil || p.dead {
 		return
 	}
+	t.writeSwitch(p)
+	if t.flushOnce(p) {
+		return
+	}
+	// Something waits for room: say so in the ring's trailer, then look
+	// once more (the receiver reads the word after it releases space).
+	p.outWant.Store(1)
+	t.flushOnce(p)
+}
+
+// flushOnce writes what fits and reports whether nothing is left.
+func (t *Transport) flushOnce(p *peer) bool {
 	wrote := false
 	sent := 0
 	for _, c := range p.ctrl {
@@ -762,11 +1042,13 @@ func (t *Transport) flush(p *peer) {
 	if sent > 0 { // keep the array: control records must not allocate
 		p.ctrl = p.ctrl[:copy(p.ctrl, p.ctrl[sent:])]
 	}
-	seg := min(p.out.MaxPayload()-16, 64<<10)
 	for len(p.ctrl) == 0 && len(p.streams) > 0 {
 		s := &p.streams[0]
-		k := min(seg, s.h.n-s.off)
+		k := min(p.out.MaxPayload()-16, 64<<10, s.h.n-s.off)
 		b, err := p.out.Reserve(16 + k)
+		if err == ring.ErrFull && !wrote && t.grow(p, 0) {
+			continue // a bigger ring: bigger segments
+		}
 		if err != nil {
 			break
 		}
@@ -783,16 +1065,14 @@ func (t *Transport) flush(p *peer) {
 		if s.off == s.h.n {
 			h := s.h
 			p.streams = p.streams[:copy(p.streams, p.streams[1:])]
-			if t.sink != nil {
-				t.sink.SendDone(h.op, 0)
-			}
-			t.putHeld(h)
+			t.sendDone(t.sink, h, 0)
 		}
 	}
 	if wrote {
 		p.out.Publish()
 		t.kick(p)
 	}
+	return len(p.ctrl) == 0 && len(p.streams) == 0
 }
 
 // gather copies len(dst) bytes of the concatenation of iov, from off.
@@ -839,8 +1119,8 @@ func (t *Transport) Poll(s transport.Sink) bool {
 	}
 	t.sink = s
 	did := false
-	if q := t.region.ConnQueue(); q.Seq() != t.seen {
-		t.seen = q.Seq()
+	if q := t.region.ConnQueue(); q.Seq() != t.seen.Load() {
+		t.seen.Store(q.Seq())
 		t.accept()
 		did = true
 	}
@@ -861,6 +1141,9 @@ func (t *Transport) Poll(s transport.Sink) bool {
 	}
 	if len(t.busy) > 0 {
 		did = t.progressBusy() || did
+	}
+	if t.polls++; t.polls&255 == 0 {
+		t.tick()
 	}
 	return did
 }
@@ -887,17 +1170,16 @@ func (t *Transport) accept() {
 			_ = q.Reject(req, 28) // ENOSPC: peer table full
 			continue
 		}
-		seg, err := OpenSegment(req.RingName)
+		rs, err := openRingSeg(req.RingName, req.RingSize)
 		if err != nil {
-			_ = q.Reject(req, 2)
+			errno := uint32(22)
+			if errors.Is(err, os.ErrNotExist) {
+				errno = 2
+			}
+			_ = q.Reject(req, errno)
 			continue
 		}
-		var in *ring.Ring
-		if gerr := Guard(func() { in, err = ring.Attach(seg.Bytes()) }); gerr != nil || err != nil {
-			_ = seg.Close()
-			_ = q.Reject(req, 22)
-			continue
-		}
+		seg := rs.seg
 		p := t.peerFor(req.SenderName)
 		if p.in != nil { // the sender reconnected (restart): replace the old ring
 			t.dropInbound(p)
@@ -913,7 +1195,7 @@ func (t *Transport) accept() {
 			_ = seg.Close()
 			continue
 		}
-		p.inSeg, p.in, p.inIdx, p.pid = seg, in, slot, req.SenderPID
+		p.inSeg, p.in, p.inWant, p.inIdx, p.pid = seg, rs.r, rs.want, slot, req.SenderPID
 		t.inbound[slot] = p
 		t.direct = append(t.direct, p)
 		t.inWords = max(t.inWords, slot/64+1)
@@ -935,7 +1217,10 @@ func (t *Transport) dropInbound(p *peer) {
 	if p.inSeg != nil {
 		_ = p.inSeg.Close()
 	}
-	p.in, p.inSeg, p.inIdx = nil, nil, -1
+	if p.bell != nil {
+		_ = p.bell.Close()
+	}
+	p.in, p.inSeg, p.inWant, p.bell, p.inIdx = nil, nil, nil, nil, -1
 }
 
 // drain handles up to pollBudget records of p's inbound ring, under
@@ -946,13 +1231,15 @@ func (t *Transport) drain(p *peer, s transport.Sink) (did bool) {
 		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
 			_ = faultError(r) // re-panics anything but a memory fault
-			t.ringFault(p)
+			t.ringFault(p, nil)
 			did = true
 		}
 	}()
 	did, bad := t.drainRing(p, s)
 	if bad != nil {
-		t.ringFault(p)
+		t.ringFault(p, bad)
+	} else if did && p.inWant.Load() != 0 {
+		t.nudge(p)
 	}
 	return did
 }
@@ -965,7 +1252,7 @@ func (t *Transport) sweep(s transport.Sink) (did bool) {
 		debug.SetPanicOnFault(old)
 		if r := recover(); r != nil {
 			_ = faultError(r)
-			t.ringFault(t.cur)
+			t.ringFault(t.cur, nil)
 			did = true
 		}
 	}()
@@ -976,8 +1263,11 @@ func (t *Transport) sweep(s transport.Sink) (did bool) {
 		}
 		d, bad := t.drainRing(p, s)
 		if bad != nil {
-			t.ringFault(p) // changes t.direct: stop here
+			t.ringFault(p, bad) // changes t.direct: stop here
 			return true
+		}
+		if d && p.inWant.Load() != 0 {
+			t.nudge(p)
 		}
 		did = did || d
 	}
@@ -985,10 +1275,66 @@ func (t *Transport) sweep(s transport.Sink) (did bool) {
 	return did
 }
 
-// ringFault drops a peer whose inbound ring faulted or is corrupt.
-func (t *Transport) ringFault(p *peer) {
+// ringFault drops a peer whose inbound ring faulted, is corrupt (EIO), or
+// whose sender died while switching rings (err wraps ErrPeerGone).
+func (t *Transport) ringFault(p *peer, err error) {
 	t.dropInbound(p)
+	if errors.Is(err, ErrPeerGone) {
+		t.fail(p, transport.EConnReset)
+		return
+	}
 	t.fail(p, transport.EIO)
+}
+
+// nudge wakes the sender of p's inbound ring, which said in the ring's
+// trailer that it waits for room, now that we made some.
+func (t *Transport) nudge(p *peer) {
+	if !p.inWant.CompareAndSwap(1, 0) {
+		return
+	}
+	r := p.region
+	if r == nil {
+		if p.bell == nil {
+			b, err := OpenRegion(p.name)
+			if err != nil {
+				return // gone: nobody to wake
+			}
+			p.bell = b
+		}
+		r = p.bell
+	}
+	_ = Guard(func() { _ = r.Nudge() })
+}
+
+// switchIn follows a recSwitch record b in p's inbound ring.
+func (t *Transport) switchIn(p *peer, b []byte) error {
+	if len(b) < 16 {
+		return ErrCorrupt
+	}
+	size := binary.LittleEndian.Uint64(b)
+	nl := int(binary.LittleEndian.Uint32(b[8:]))
+	if nl < 1 || nl > MaxNameLen || 16+nl != len(b) || size > MaxSegmentSize {
+		return ErrCorrupt
+	}
+	name := string(b[16:])
+	if ValidName(name) != nil {
+		return ErrCorrupt
+	}
+	rs, err := openRingSeg(name, int(size))
+	if err != nil {
+		if alive, aerr := p.inSeg.Alive(); aerr == nil && !alive {
+			return fmt.Errorf("%w: sender died switching rings: %v", ErrPeerGone, err)
+		}
+		return err
+	}
+	_ = p.in.Consume()
+	p.in.Release()
+	old := p.inSeg
+	p.inSeg, p.in, p.inWant = rs.seg, rs.r, rs.want
+	_ = t.region.Peers().Set(p.inIdx, PeerInfo{PID: p.pid, Gen: p.gen, SenderName: p.name, RingName: name})
+	_ = old.Close()
+	_ = t.bits.Set(p.inIdx) // records may wait in the new ring
+	return nil
 }
 
 func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
@@ -1063,8 +1409,7 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 				if status == 2 {
 					code = transport.EIO
 				}
-				s.SendDone(h.op, code)
-				t.putHeld(h)
+				t.sendDone(s, h, code)
 				if len(p.held) == 0 {
 					p.since = time.Time{}
 				}
@@ -1078,6 +1423,15 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 				delete(p.held, cookie)
 				p.streams = append(p.streams, stream{cookie: cookie, h: h})
 				t.markBusy(p)
+				// A payload is coming through our ring: a ring of about
+				// twice its size (at most RingSize) pipelines it.
+				if p.out != nil && p.out.Cap() < t.cfg.RingSize {
+					c := p.out.Cap()
+					for c < t.cfg.RingSize && c < 2*h.n {
+						c *= 2
+					}
+					t.growTo(p, c)
+				}
 			}
 		case recSeg:
 			if len(b) < 16 {
@@ -1116,6 +1470,11 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			}
 			did = true
 			continue
+		case recSwitch:
+			// The sender writes on in another ring: open it, hand this
+			// one back (the sender closes it once it sees it read) and
+			// go on there at the next visit.
+			return true, t.switchIn(p, b)
 		default:
 			return did, ErrCorrupt
 		}
@@ -1133,14 +1492,24 @@ func (t *Transport) progressBusy() bool {
 	did := false
 	now := time.Time{}
 	keep := t.busy[:0]
+	// Read the nudge word before trying to write: a receiver that makes
+	// room after our try bumps it, and Wait sees the change.
+	t.nudgeSeen.Store(t.region.NudgeSeq())
 	for _, p := range t.busy {
 		if p.connSlot >= 0 {
 			t.checkReply(p)
 		}
-		if len(p.ctrl) > 0 || len(p.streams) > 0 {
+		if len(p.ctrl) > 0 || len(p.streams) > 0 || p.switchTo != "" {
 			before := len(p.ctrl) + len(p.streams)
 			t.flush(p)
 			did = did || len(p.ctrl)+len(p.streams) != before
+		}
+		if p.old != nil && p.switchTo == "" && p.old.Free() == p.old.Cap()-ring.RecordHeader {
+			// The receiver read the old ring up to the switch record and
+			// maps the new one: the old file can go.
+			_ = p.oldSeg.Close()
+			p.old, p.oldSeg, p.oldWant = nil, nil, nil
+			did = true
 		}
 		if !p.since.IsZero() && !p.dead {
 			if now.IsZero() {
@@ -1151,7 +1520,7 @@ func (t *Transport) progressBusy() bool {
 				t.checkAlive(p)
 			}
 		}
-		if !p.dead && (p.connSlot >= 0 || len(p.ctrl) > 0 || len(p.streams) > 0 || len(p.held) > 0 || len(p.fetch) > 0) {
+		if !p.dead && (p.connSlot >= 0 || len(p.ctrl) > 0 || len(p.streams) > 0 || len(p.held) > 0 || len(p.fetch) > 0 || p.old != nil) {
 			keep = append(keep, p)
 		} else {
 			p.inBusy = false
@@ -1159,7 +1528,32 @@ func (t *Transport) progressBusy() bool {
 	}
 	clear(t.busy[len(keep):])
 	t.busy = keep
+	t.busyN.Store(int32(len(keep)))
 	return did
+}
+
+// tick is Poll's housekeeping, every ShrinkAfter/4 at most: a grown ring
+// that saw no sends for ShrinkAfter, and has been read to the end, is
+// replaced by a small one.
+func (t *Transport) tick() {
+	now := time.Now()
+	if now.Sub(t.lastTick) < t.cfg.ShrinkAfter/4 {
+		return
+	}
+	t.lastTick = now
+	for _, p := range t.peers {
+		if p.out == nil || p.dead || p.old != nil {
+			continue
+		}
+		if p.sends != p.seenSends {
+			p.seenSends, p.active = p.sends, now
+			continue
+		}
+		if p.out.Cap() > t.cfg.MinRingSize && now.Sub(p.active) >= t.cfg.ShrinkAfter &&
+			len(p.ctrl) == 0 && len(p.streams) == 0 && p.out.Free() == p.out.Cap()-ring.RecordHeader {
+			_ = t.replace(p, t.cfg.MinRingSize, false) // on failure it stays big
+		}
+	}
 }
 
 // checkAlive tests the peer's liveness (its region's owner lock, or its
@@ -1196,14 +1590,10 @@ func (t *Transport) fail(p *peer, c transport.Code) {
 	s := t.sink
 	for cookie, h := range p.held {
 		delete(p.held, cookie)
-		if s != nil {
-			s.SendDone(h.op, c)
-		}
+		t.sendDone(s, h, c)
 	}
 	for _, st := range p.streams {
-		if s != nil {
-			s.SendDone(st.h.op, c)
-		}
+		t.sendDone(s, st.h, c)
 	}
 	p.streams = nil
 	for cookie, f := range p.fetch {
@@ -1228,17 +1618,24 @@ func (t *Transport) closeOut(p *peer) {
 	if p.seg != nil {
 		_ = p.seg.Close()
 	}
+	if p.oldSeg != nil {
+		_ = p.oldSeg.Close()
+	}
 	if p.region != nil {
 		_ = p.region.Close()
 	}
-	p.seg, p.region, p.out, p.rbits, p.connSlot = nil, nil, nil, nil, -1
+	p.seg, p.region, p.out, p.outWant, p.rbits, p.connSlot = nil, nil, nil, nil, nil, -1
+	p.old, p.oldSeg, p.oldWant, p.switchTo, p.eager = nil, nil, nil, "", 0
 }
 
 // anyWork is the doorbell condition: inbound bits, a new connection, or a
 // Wake.
 func (t *Transport) anyWork() bool {
-	if t.woken.Load() || t.region.ConnQueue().Seq() != t.seen {
+	if t.woken.Load() || t.region.ConnQueue().Seq() != t.seen.Load() {
 		return true
+	}
+	if t.busyN.Load() > 0 && t.region.NudgeSeq() != t.nudgeSeen.Load() {
+		return true // a receiver made room for what we wait to write
 	}
 	for w := 0; w < t.inWords; w++ {
 		if t.bits.Peek(w) != 0 {
@@ -1256,7 +1653,7 @@ func (t *Transport) Wait(timeout time.Duration) {
 		time.Sleep(min(timeout, time.Millisecond))
 		return
 	}
-	if len(t.busy) > 0 {
+	if t.busyN.Load() > 0 {
 		timeout = min(timeout, t.cfg.PeerTimeout)
 	}
 	_, _ = t.bell.Wait(timeout, t.anyWork)
@@ -1278,26 +1675,34 @@ func (t *Transport) Wake() {
 const lingerMax = 2 * time.Second
 
 // linger waits (bounded by lingerMax, and only for live receivers) until
-// every receiver we announced a ring to has accepted it. Eager sends
+// every receiver we announced a ring to has accepted it, has followed
+// every ring switch, and has taken every bounce-sent payload. Eager sends
 // complete as soon as their record is in the ring, but the receiver maps
-// the ring only when it accepts the connection request; unlinking the ring
-// before that would lose messages already reported complete.
+// the ring only when it accepts the connection request (or reads the
+// switch record); unlinking the ring before that would lose messages
+// already reported complete. Meanwhile inbound rings are read for control
+// records only (ACK, CTS, switch): messages stay where they are.
 func (t *Transport) linger() {
 	deadline := time.Now().Add(lingerMax)
 	lastCheck := time.Now()
+	cs := closingSink{t.sink}
 	for {
-		pending := false
+		pending, control := false, false
 		check := time.Since(lastCheck) > 10*time.Millisecond
 		for _, p := range t.peers {
-			if p.connSlot < 0 || p.dead || p.out == nil {
+			if p.dead || p.out == nil {
 				continue
 			}
-			t.checkReply(p)
-			if check && p.connSlot >= 0 && !p.dead {
+			if p.connSlot >= 0 {
+				t.checkReply(p)
+			}
+			owed := p.connSlot >= 0 || p.old != nil || p.owesBounce()
+			if check && owed && !p.dead {
 				t.checkAlive(p)
 			}
-			if p.connSlot >= 0 && !p.dead {
+			if owed && !p.dead {
 				pending = true
+				control = control || p.connSlot < 0
 			}
 		}
 		if check {
@@ -1306,8 +1711,65 @@ func (t *Transport) linger() {
 		if !pending || time.Now().After(deadline) {
 			return
 		}
+		if control {
+			t.sink = cs
+			for _, p := range t.direct {
+				t.drain(p, cs)
+			}
+			if len(t.busy) > 0 {
+				t.progressBusy()
+			}
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// owesBounce reports whether a bounce-sent payload to p still waits for
+// the receiver.
+func (p *peer) owesBounce() bool {
+	for _, h := range p.held {
+		if h.bounce != nil {
+			return true
+		}
+	}
+	for _, s := range p.streams {
+		if s.h.bounce != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// closingSink is the sink of Close's last reads: it refuses messages (they
+// stay in their rings) and passes completions on.
+type closingSink struct{ s transport.Sink }
+
+func (c closingSink) Arrive(transport.Peer, *transport.Header, []byte, uint64) bool { return false }
+
+func (c closingSink) SendDone(op transport.Op, code transport.Code) {
+	if c.s != nil {
+		c.s.SendDone(op, code)
+	}
+}
+
+func (c closingSink) FetchDone(op transport.Op, n int, code transport.Code) {
+	if c.s != nil {
+		c.s.FetchDone(op, n, code)
+	}
+}
+
+func (c closingSink) PeerDown(p transport.Peer, code transport.Code) {
+	if c.s != nil {
+		c.s.PeerDown(p, code)
+	}
+}
+
+// parked keeps the bounce buffers of payloads a closed transport still
+// owed: a receiver may read them later with process_vm_readv, so their
+// memory must not be reused for anything else while the process lives.
+var parked struct {
+	sync.Mutex
+	bufs [][]byte
 }
 
 // Close fails held operations with ECANCELED and removes the region and
@@ -1317,19 +1779,23 @@ func (t *Transport) Close() error {
 	if t.closed {
 		return nil
 	}
-	t.linger()
 	s := t.sink
+	t.linger()
+	t.sink = s
 	for _, p := range t.peers {
 		for cookie, h := range p.held {
 			delete(p.held, cookie)
-			if s != nil {
-				s.SendDone(h.op, transport.ECanceled)
+			if h.bounce != nil { // completed at Send: park the copy
+				parked.Lock()
+				parked.bufs = append(parked.bufs, h.bounce)
+				parked.Unlock()
+				t.putHeld(h)
+				continue
 			}
+			t.sendDone(s, h, transport.ECanceled)
 		}
 		for _, st := range p.streams {
-			if s != nil {
-				s.SendDone(st.h.op, transport.ECanceled)
-			}
+			t.sendDone(s, st.h, transport.ECanceled)
 		}
 		for cookie, f := range p.fetch {
 			delete(p.fetch, cookie)
@@ -1340,6 +1806,9 @@ func (t *Transport) Close() error {
 		t.closeOut(p)
 		if p.inSeg != nil {
 			_ = p.inSeg.Close()
+		}
+		if p.bell != nil {
+			_ = p.bell.Close()
 		}
 	}
 	t.closed = true

@@ -1,0 +1,86 @@
+package shm
+
+import (
+	"fmt"
+	"os"
+	"sync/atomic"
+
+	"github.com/gofi-dev/fi/ring"
+)
+
+// A ring segment is the file one sender creates for one receiver: a ring
+// (package ring's layout) at offset 0 and, on the 128-byte line after it,
+// the segment trailer:
+//
+//	trailer+0  want u32, atomic: the producer has records it could not
+//	           write for lack of room and may sleep; the consumer, after
+//	           releasing space, swaps it to 0 and nudges the producer's
+//	           region (Region.Nudge)
+//	trailer+4  reserved, zero (124 B)
+//
+// The file is a page multiple: a ring of capacity 4 KiB takes 8 KiB.
+const trailerSize = 128
+
+// trailerOff is where the trailer of a ring of the given capacity starts.
+func trailerOff(capacity int) int { return roundUp(ring.Size(capacity), 128) }
+
+// RingSegSize returns the bytes of /dev/shm a ring segment of the given
+// capacity occupies (ring, trailer, page rounding), or -1 for an invalid
+// capacity.
+func RingSegSize(capacity int) int {
+	if ring.Size(capacity) < 0 {
+		return -1
+	}
+	return roundUp(trailerOff(capacity)+trailerSize, os.Getpagesize())
+}
+
+// ringSeg is one ring segment as mapped by either side.
+type ringSeg struct {
+	seg  *Segment
+	r    *ring.Ring
+	want *atomic.Uint32
+}
+
+// createRingSeg creates and formats a ring segment of the given capacity.
+func createRingSeg(capacity int) (*ringSeg, error) {
+	size := RingSegSize(capacity)
+	if size < 0 {
+		return nil, fmt.Errorf("%w: ring capacity %d", ErrSize, capacity)
+	}
+	seg, err := CreateSegment(NewName(), size)
+	if err != nil {
+		return nil, err
+	}
+	r, err := ring.Init(seg.Bytes(), capacity)
+	if err != nil {
+		_ = seg.Close()
+		return nil, err
+	}
+	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(capacity))}, nil
+}
+
+// openRingSeg maps the ring segment name a peer created and attaches its
+// ring (under Guard: the file is the peer's). size is the size the peer
+// announced; the file must have it.
+func openRingSeg(name string, size int) (*ringSeg, error) {
+	seg, err := OpenSegment(name)
+	if err != nil {
+		return nil, err
+	}
+	if seg.Size() != size {
+		_ = seg.Close()
+		return nil, fmt.Errorf("%w: ring segment %s has %d bytes, announced %d", ErrCorrupt, name, seg.Size(), size)
+	}
+	var r *ring.Ring
+	if gerr := Guard(func() { r, err = ring.Attach(seg.Bytes()) }); gerr != nil {
+		err = gerr
+	}
+	if err == nil && RingSegSize(r.Cap()) != size {
+		err = fmt.Errorf("%w: ring segment %s of %d bytes holds a ring of capacity %d", ErrCorrupt, name, size, r.Cap())
+	}
+	if err != nil {
+		_ = seg.Close()
+		return nil, fmt.Errorf("shm: ring segment %s: %w", name, err)
+	}
+	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(r.Cap()))}, nil
+}
