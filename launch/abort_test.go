@@ -1,0 +1,84 @@
+package launch
+
+// Abort ends the whole job through the launcher: one rank aborts, the
+// others wait in a barrier that would otherwise last a minute, and the
+// launcher must end every rank soon with a failure.
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func init() {
+	roles["abort"] = abortRole
+}
+
+// abortRole: the rank named by arg aborts after a first barrier; the
+// others wait in a second barrier that never completes.
+func abortRole(t *testing.T, arg string) string {
+	job, err := Init(Timeout(60 * time.Second))
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	if err := job.Barrier(); err != nil {
+		t.Fatalf("rank %d: first Barrier: %v", job.Rank(), err)
+	}
+	who, _ := strconv.Atoi(arg)
+	if job.Rank() == who {
+		time.Sleep(200 * time.Millisecond) // the others are in the barrier
+		job.Abort(3, "test abort from rank "+arg)
+	}
+	err = job.Barrier()
+	return fmt.Sprintf("%d survived the abort (Barrier: %v)", job.Rank(), err)
+}
+
+// checkAborted checks a job whose rank aborted ended soon, failed, and
+// left no rank running to the end.
+func checkAborted(t *testing.T, r runResult, within time.Duration) {
+	t.Helper()
+	if r.err == nil {
+		t.Fatalf("the launcher reported success after an abort:\n%s", r.report())
+	}
+	if len(r.ranks) > 0 {
+		t.Errorf("ranks outlived the abort: %v\n%s", r.ranks, r.report())
+	}
+	if r.took > within {
+		t.Errorf("the job took %v to end after the abort (want under %v)", r.took, within)
+	}
+	if !strings.Contains(r.stderr, "aborting the job") {
+		t.Errorf("stderr does not say why:\n%s", r.report())
+	}
+	t.Logf("ended after %v: %v", r.took.Round(time.Millisecond), r.err)
+}
+
+func TestHydraAbort(t *testing.T) {
+	needHydra(t)
+	for _, pmi := range []string{"1", "2"} {
+		t.Run("pmi"+pmi, func(t *testing.T) {
+			r := hydraRun(t, 4, "abort", "1", 60*time.Second, nil, "GOFI_PMI="+pmi)
+			checkAborted(t, r, 30*time.Second)
+		})
+	}
+}
+
+func TestSlurmAbort(t *testing.T) {
+	c := needSlurm(t)
+	for _, pmi := range []string{"1", "2"} {
+		t.Run("pmi"+pmi, func(t *testing.T) {
+			r := srunRun(t, c, 4, "abort", "2", 60*time.Second, "GOFI_PMI="+pmi)
+			checkAborted(t, r, 30*time.Second)
+		})
+	}
+}
+
+func TestEnvAbortProcesses(t *testing.T) {
+	for _, who := range []string{"0", "2"} {
+		t.Run("rank"+who, func(t *testing.T) {
+			r := envRun(t, 3, "abort", who, 60*time.Second)
+			checkAborted(t, r, 30*time.Second)
+		})
+	}
+}

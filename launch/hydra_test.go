@@ -1,0 +1,89 @@
+package launch
+
+// Jobs under MPICH's Hydra (mpiexec.hydra; /usr/bin/mpiexec may be Open
+// MPI's and is not used).
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// needHydra returns mpiexec.hydra's path or skips: in CI (.ci/run installs
+// mpich) a missing launcher is a failure.
+func needHydra(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("mpiexec.hydra")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("mpiexec.hydra not found in CI (.ci/run installs mpich): %v", err)
+		}
+		t.Skip("mpiexec.hydra not installed (apt-get install mpich); skipping the Hydra tests")
+	}
+	return p
+}
+
+// hydraRun runs n ranks of role under mpiexec.hydra. extra are mpiexec
+// options; env adds to the ranks' environment.
+func hydraRun(t *testing.T, n int, role, arg string, timeout time.Duration, extra []string, env ...string) runResult {
+	t.Helper()
+	hydra := needHydra(t)
+	deadline := time.Now().Add(timeout - 5*time.Second)
+	args := append([]string{"-n", strconv.Itoa(n)}, extra...)
+	args = append(args, childArgs()...)
+	return runCmd(t, timeout, childEnv(role, arg, deadline, env...), hydra, args...)
+}
+
+// ringCase is one ring run: ranks, provider, PMI version.
+type ringCase struct {
+	n    int
+	prov string
+	pmi  string
+}
+
+// ringCases are the rings every launcher runs: 1, 2, 4 and 8 ranks on shm
+// and tcp, PMI-1 and PMI-2 mixed across them.
+var ringCases = []ringCase{
+	{1, "shm", "2"}, {2, "shm", "2"}, {4, "shm", "1"}, {8, "shm", "2"},
+	{1, "tcp", "1"}, {2, "tcp", "1"}, {4, "tcp", "2"}, {8, "tcp", "1"},
+}
+
+// launcherSlots bounds the launcher runs a test has going at once: a run
+// mostly waits for processes to start, so a few overlap well even on two
+// cores.
+const launcherSlots = 3
+
+// TestHydraRing: a ring over launch.Connect under mpiexec.hydra.
+func TestHydraRing(t *testing.T) {
+	needHydra(t)
+	cases := ringCases
+	if testing.Short() {
+		cases = cases[1:2]
+	}
+	slots := make(chan struct{}, launcherSlots)
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s/n=%d/pmi%s", c.prov, c.n, c.pmi), func(t *testing.T) {
+			t.Parallel()
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			r := hydraRun(t, c.n, "ring", c.prov, 120*time.Second, nil, "GOFI_PMI="+c.pmi)
+			checkRing(t, r, c, "pmi"+c.pmi, c.n)
+		})
+	}
+}
+
+// checkRing checks every rank of a ring run reported success, and its
+// place on the host (localSize ranks per host, in rank order).
+func checkRing(t *testing.T, r runResult, c ringCase, launcher string, localSize int) {
+	t.Helper()
+	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s$`, c.n, localSize, launcher, c.prov)
+	expectRanks(t, r, c.n, want)
+	for i := range c.n {
+		if f := fields(r.ranks[i]); f["local"] != fmt.Sprintf("%d/%d", i%localSize, localSize) {
+			t.Errorf("rank %d: local %s, want %d/%d", i, f["local"], i%localSize, localSize)
+		}
+	}
+}
