@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gofi-dev/fi/internal/jobtest"
 )
 
 func init() {
@@ -39,19 +41,19 @@ func abortRole(t *testing.T, arg string) string {
 // left no rank running to the end.
 func checkAborted(t *testing.T, r runResult, within time.Duration) {
 	t.Helper()
-	if r.err == nil {
-		t.Fatalf("the launcher reported success after an abort:\n%s", r.report())
+	if r.Err == nil {
+		t.Fatalf("the launcher reported success after an abort:\n%s", r.Report())
 	}
-	if len(r.ranks) > 0 {
-		t.Errorf("ranks outlived the abort: %v\n%s", r.ranks, r.report())
+	if len(r.Ranks) > 0 {
+		t.Errorf("ranks outlived the abort: %v\n%s", r.Ranks, r.Report())
 	}
-	if r.took > within {
-		t.Errorf("the job took %v to end after the abort (want under %v)", r.took, within)
+	if r.Took > within {
+		t.Errorf("the job took %v to end after the abort (want under %v)", r.Took, within)
 	}
-	if !strings.Contains(r.stderr, "aborting the job") {
-		t.Errorf("stderr does not say why:\n%s", r.report())
+	if !strings.Contains(r.Stderr, "aborting the job") {
+		t.Errorf("stderr does not say why:\n%s", r.Report())
 	}
-	t.Logf("ended after %v: %v", r.took.Round(time.Millisecond), r.err)
+	t.Logf("ended after %v: %v", r.Took.Round(time.Millisecond), r.Err)
 }
 
 func TestHydraAbort(t *testing.T) {
@@ -65,7 +67,7 @@ func TestHydraAbort(t *testing.T) {
 }
 
 func TestSlurmAbort(t *testing.T) {
-	c := needSlurm(t)
+	c := jobtest.Slurm(t)
 	for _, pmi := range []string{"1", "2"} {
 		t.Run("pmi"+pmi, func(t *testing.T) {
 			r := srunRun(t, c, 4, "abort", "2", 60*time.Second, "GOFI_PMI="+pmi)

@@ -5,36 +5,21 @@ package launch
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
-	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gofi-dev/fi/internal/jobtest"
 )
 
-// needHydra returns mpiexec.hydra's path or skips: in CI (.ci/run installs
-// mpich) a missing launcher is a failure.
-func needHydra(t *testing.T) string {
-	t.Helper()
-	p, err := exec.LookPath("mpiexec.hydra")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("mpiexec.hydra not found in CI (.ci/run installs mpich): %v", err)
-		}
-		t.Skip("mpiexec.hydra not installed (apt-get install mpich); skipping the Hydra tests")
-	}
-	return p
-}
+// needHydra returns mpiexec.hydra's path or skips (fails in CI).
+func needHydra(t *testing.T) string { return jobtest.Hydra(t) }
 
 // hydraRun runs n ranks of role under mpiexec.hydra. extra are mpiexec
 // options; env adds to the ranks' environment.
 func hydraRun(t *testing.T, n int, role, arg string, timeout time.Duration, extra []string, env ...string) runResult {
 	t.Helper()
-	hydra := needHydra(t)
 	deadline := time.Now().Add(timeout - 5*time.Second)
-	args := append([]string{"-n", strconv.Itoa(n)}, extra...)
-	args = append(args, childArgs()...)
-	return runCmd(t, timeout, childEnv(role, arg, deadline, env...), hydra, args...)
+	return jobtest.RunHydra(t, timeout, childEnv(role, arg, deadline, env...), n, extra, childArgs()...)
 }
 
 // ringCase is one ring run: ranks, provider, PMI version.
@@ -82,7 +67,7 @@ func checkRing(t *testing.T, r runResult, c ringCase, launcher string, localSize
 	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s$`, c.n, localSize, launcher, c.prov)
 	expectRanks(t, r, c.n, want)
 	for i := range c.n {
-		if f := fields(r.ranks[i]); f["local"] != fmt.Sprintf("%d/%d", i%localSize, localSize) {
+		if f := fields(r.Ranks[i]); f["local"] != fmt.Sprintf("%d/%d", i%localSize, localSize) {
 			t.Errorf("rank %d: local %s, want %d/%d", i, f["local"], i%localSize, localSize)
 		}
 	}

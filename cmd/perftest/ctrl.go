@@ -72,6 +72,9 @@ func dialCtrl(host string, port int, srcPort int, timeout time.Duration) (*ctrl,
 // listenCtrl listens on port (all IPv4 addresses), or, when this process
 // was started as a peer, takes the listener its parent passed down.
 func listenCtrl(port int) (net.Listener, bool, error) {
+	if launchedListener != nil { // rank 1 of a launched pair (launched.go)
+		return launchedListener, true, nil
+	}
 	if s := os.Getenv(peerFDEnv); s != "" {
 		fd, err := strconv.Atoi(s)
 		if err != nil || fd < 3 {

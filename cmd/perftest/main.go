@@ -59,6 +59,9 @@ func isHelp(a string) bool {
 
 // run dispatches to a subcommand and returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
+	if st, ok := runLaunched(args, stdout, stderr); ok { // a rank of a job (launched.go)
+		return st
+	}
 	if len(args) == 0 || (strings.HasPrefix(args[0], "-") && !isHelp(args[0])) {
 		return runSweep(args, stdout, stderr)
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gofi-dev/fi/internal/jobtest"
 )
 
 func TestRun_HelpPrintsUsage(t *testing.T) {
@@ -41,6 +43,7 @@ var (
 
 func TestMain(m *testing.M) {
 	rc := m.Run()
+	jobtest.StopSlurm() // the one-node Slurm of launched_test.go, if started
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
 	}

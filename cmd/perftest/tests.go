@@ -282,6 +282,9 @@ func runPlans(node string, port int, timeout time.Duration, plans []*plan, stder
 // and last.
 func runPlansHooks(node string, port int, timeout time.Duration, plans []*plan, stderr io.Writer, h runHooks) (err error) {
 	var peer *peerProc
+	if node == "" && launchedPeer.node != "" { // rank 1 of a launched pair serves (launched.go)
+		node, port = launchedPeer.node, launchedPeer.port
+	}
 	if node == "" {
 		if peer, err = startPeer([]string{"serve", "-timeout", timeout.String()}, stderr); err != nil {
 			return err
