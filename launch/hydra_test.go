@@ -64,7 +64,7 @@ func TestHydraRing(t *testing.T) {
 // place on the host (localSize ranks per host, in rank order).
 func checkRing(t *testing.T, r runResult, c ringCase, launcher string, localSize int) {
 	t.Helper()
-	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s$`, c.n, localSize, launcher, c.prov)
+	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s host=\S+$`, c.n, localSize, launcher, c.prov)
 	expectRanks(t, r, c.n, want)
 	for i := range c.n {
 		if f := fields(r.Ranks[i]); f["local"] != fmt.Sprintf("%d/%d", i%localSize, localSize) {

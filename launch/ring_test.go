@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gofi-dev/fi"
+	"github.com/gofi-dev/fi/internal/hosts"
 )
 
 func init() {
@@ -185,6 +186,10 @@ func ringRole(t *testing.T, prov string) string {
 	if err := job.Finalize(); err != nil {
 		t.Fatalf("rank %d: Finalize: %v", job.Rank(), err)
 	}
-	return fmt.Sprintf("%d ok size=%d local=%d/%d launcher=%s prov=%s",
-		job.Rank(), job.Size(), job.LocalRank(), job.LocalSize(), job.Launcher(), prov)
+	host := "-"
+	if name, _, ok := hosts.Here(); ok {
+		host = name
+	}
+	return fmt.Sprintf("%d ok size=%d local=%d/%d launcher=%s prov=%s host=%s",
+		job.Rank(), job.Size(), job.LocalRank(), job.LocalSize(), job.Launcher(), prov, host)
 }

@@ -85,9 +85,17 @@ func Tail(s string) string {
 // or the command ends, its process group is killed.
 func Run(t testing.TB, timeout time.Duration, env []string, name string, args ...string) Result {
 	t.Helper()
+	return RunCmd(t, timeout, env, func(ctx context.Context) *exec.Cmd { return exec.CommandContext(ctx, name, args...) })
+}
+
+// RunCmd is Run of the command mk makes (on a host of internal/hosts, say),
+// under a context that ends at the deadline.
+func RunCmd(t testing.TB, timeout time.Duration, env []string, mk func(ctx context.Context) *exec.Cmd) Result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd := mk(ctx)
+	name := cmd.Path
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
@@ -121,6 +129,16 @@ func RunHydra(t testing.TB, timeout time.Duration, env []string, n int, opts []s
 // waits for all. Err joins the failures of every rank.
 func RunEnv(t testing.TB, timeout time.Duration, env []string, n int, argv ...string) Result {
 	t.Helper()
+	return runEnv(t, timeout, env, n, "127.0.0.1", true, func(ctx context.Context, _ int) *exec.Cmd {
+		return exec.CommandContext(ctx, argv[0], argv[1:]...)
+	})
+}
+
+// runEnv starts n ranks made by mk with torchrun's environment, rank 0
+// reachable at master; local adds LOCAL_RANK and LOCAL_WORLD_SIZE (all
+// ranks on one host).
+func runEnv(t testing.TB, timeout time.Duration, env []string, n int, master string, local bool, mk func(ctx context.Context, rank int) *exec.Cmd) Result {
+	t.Helper()
 	port, err := FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -131,12 +149,14 @@ func RunEnv(t testing.TB, timeout time.Duration, env []string, n int, argv ...st
 	cmds := make([]*exec.Cmd, n)
 	start := time.Now()
 	for r := range n {
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd := mk(ctx, r)
 		cmd.Env = append(append([]string(nil), env...),
 			"RANK="+strconv.Itoa(r), "WORLD_SIZE="+strconv.Itoa(n),
-			"LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n),
-			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+strconv.Itoa(port),
+			"MASTER_ADDR="+master, "MASTER_PORT="+strconv.Itoa(port),
 			"TORCHELASTIC_RUN_ID=gofi-test-"+strconv.Itoa(port), "TORCHELASTIC_RESTART_COUNT=0")
+		if local {
+			cmd.Env = append(cmd.Env, "LOCAL_RANK="+strconv.Itoa(r), "LOCAL_WORLD_SIZE="+strconv.Itoa(n))
+		}
 		cmd.Stdout, cmd.Stderr = &so, &se
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
