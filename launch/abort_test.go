@@ -5,12 +5,15 @@ package launch
 // launcher must end every rank soon with a failure.
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gofi-dev/fi"
 	"github.com/gofi-dev/fi/internal/jobtest"
 )
 
@@ -81,6 +84,54 @@ func TestEnvAbortProcesses(t *testing.T) {
 		t.Run("rank"+who, func(t *testing.T) {
 			r := envRun(t, 3, "abort", who, 60*time.Second)
 			checkAborted(t, r, 30*time.Second)
+		})
+	}
+}
+
+func init() {
+	roles["late"] = lateRole
+}
+
+// lateRole: the rank named by arg never joins (it sleeps, then leaves
+// without Init); the others fence with a short timeout and report what
+// it said.
+func lateRole(t *testing.T, arg string) string {
+	who, _ := strconv.Atoi(arg)
+	if r, _ := strconv.Atoi(os.Getenv("PMI_RANK")); r == who && os.Getenv("PMI_RANK") != "" {
+		time.Sleep(6 * time.Second)
+		os.Exit(0)
+	}
+	job, err := Init(Timeout(2 * time.Second))
+	if err != nil {
+		t.Fatalf("Init: %v", err)
+	}
+	start := time.Now()
+	err = job.Fence()
+	return fmt.Sprintf("%d fence after %.1fs: timedout=%v %v", job.Rank(), time.Since(start).Seconds(), errors.Is(err, fi.ErrTimedOut), err)
+}
+
+// TestHydraRankNeverArrives: under Hydra (PMI-2, whose fence answers at
+// once and holds the next get instead, and PMI-1), a rank that never
+// joins makes the others' Fence fail with ErrTimedOut after the timeout.
+func TestHydraRankNeverArrives(t *testing.T) {
+	needHydra(t)
+	for _, pmi := range []string{"2", "1"} {
+		t.Run("pmi"+pmi, func(t *testing.T) {
+			r := hydraRun(t, 3, "late", "2", 60*time.Second, nil, "GOFI_PMI="+pmi)
+			// Hydra ends the job when the first rank leaves without
+			// finalizing, so the other may be killed before it reports.
+			if len(r.Ranks) == 0 {
+				t.Fatalf("no rank reported\n%s", r.Report())
+			}
+			for i, line := range r.Ranks {
+				if !strings.Contains(line, "timedout=true") {
+					t.Errorf("rank %d: %q, want a timed-out fence\n%s", i, line, r.Report())
+				}
+			}
+			if r.Took > 30*time.Second {
+				t.Errorf("the job took %v", r.Took)
+			}
+			t.Logf("%v", r.Ranks)
 		})
 	}
 }

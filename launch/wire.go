@@ -391,6 +391,9 @@ func (c *conn) ioErr(op, doing string, err error) error {
 	var ne net.Error
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
+		if op == "Fence" || op == "Barrier" {
+			doing = "waiting for every rank to reach the " + strings.ToLower(op) + " (has one not called it, or not started?)"
+		}
 		return lerr(op, fi.ErrTimedOut, "no answer from the launcher within %v while %s", c.timeout, doing)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return lerr(op, fi.ErrConnReset, "the launcher closed the PMI socket while %s", doing)
