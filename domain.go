@@ -21,6 +21,8 @@ type Domain struct {
 	closed   bool
 
 	ser *engine.Serial // serialises the data path when ThreadSafe
+
+	keys mrKeys // the key table of MRs and counters (mr.go), made on first use
 }
 
 // childKind names the kinds of objects a domain counts.
@@ -30,10 +32,12 @@ const (
 	childAV childKind = iota
 	childCQ
 	childEndpoint
+	childMR
+	childCntr
 	numChildKinds
 )
 
-var childKindNames = [numChildKinds]string{"AV", "CQ", "endpoint"}
+var childKindNames = [numChildKinds]string{"AV", "CQ", "endpoint", "MR", "counter"}
 
 // OpenDomain opens the domain info describes (as GetInfo returned it) on
 // fabric f: info.FabricAttr.ProvName must name f's provider and
@@ -98,8 +102,8 @@ func (d *Domain) Info() *Info {
 	return d.info.Dup()
 }
 
-// Close closes the domain. It fails with ErrBusy while AVs, CQs or
-// endpoints opened on it are still open, and with ErrOpBadState when
+// Close closes the domain. It fails with ErrBusy while AVs, CQs,
+// endpoints, MRs or counters opened on it are still open, and with ErrOpBadState when
 // already closed.
 func (d *Domain) Close() error {
 	const op = "Domain.Close"
@@ -119,6 +123,9 @@ func (d *Domain) Close() error {
 	}
 	if len(open) > 0 {
 		return opErr(op, ErrBusy, "domain %q still has %s open", d.info.DomainAttr.Name, strings.Join(open, ", "))
+	}
+	if err := d.keys.close(); err != nil {
+		return opErr(op, ErrIO, "key table: %v", err)
 	}
 	if err := d.pd.close(); err != nil {
 		return err

@@ -50,6 +50,8 @@ type Endpoint struct {
 	enabled    bool
 	closed     bool
 
+	cntrs epCntrs // bound counters (cntr_ep.go)
+
 	txOpFlags  Flags
 	rxOpFlags  Flags
 	injectSize int
@@ -219,6 +221,7 @@ func (ep *Endpoint) Enable() error {
 		RxSelective:  ep.rxSel,
 		DirectedRecv: ep.caps&DirectedRecv != 0,
 		Source:       ep.caps&Source != 0,
+		RxCQData:     ep.info.Mode&RxCQData != 0,
 		TxSize:       ep.info.TxAttr.Size,
 		RxSize:       ep.info.RxAttr.Size,
 		MinMultiRecv: ep.minMulti,
@@ -229,6 +232,10 @@ func (ep *Endpoint) Enable() error {
 	if ep.rxcq != nil {
 		cfg.RxCQ = ep.rxcq.eng
 	}
+	ep.cntrs.config(&cfg)
+	if err := ep.serveRMA(); err != nil {
+		return err
+	}
 	eng, c := engine.NewEndpoint(cfg)
 	if c != 0 {
 		return opErr(op, Errno(c), "engine refused the configuration")
@@ -237,6 +244,7 @@ func (ep *Endpoint) Enable() error {
 	for _, cq := range ep.cqs() {
 		cq.eng.Bind(eng, eng.Waiter())
 	}
+	ep.cntrs.enable(eng)
 	ep.enabled = true
 	return nil
 }
@@ -309,6 +317,7 @@ func (ep *Endpoint) Close() error {
 	} else if e := ep.tr.Close(); e != nil {
 		err = opErr("Endpoint.Close", ErrIO, "%v", e)
 	}
+	ep.cntrs.release(ep.eng)
 	if ep.av != nil {
 		ep.av.unbind(ep)
 	}

@@ -20,9 +20,15 @@ const (
 
 // Capability bits that belong on the transmit and receive sides.
 const (
-	txSideCaps = Msg | Tagged | Send | RemoteCQData
-	rxSideCaps = Msg | Tagged | Recv | DirectedRecv | MultiRecv | Source | RemoteCQData | AVUserID
+	txSideCaps = Msg | Tagged | Send | RemoteCQData | RMA | Atomic | Read | Write | Fence
+	rxSideCaps = Msg | Tagged | Recv | DirectedRecv | MultiRecv | Source | RemoteCQData | AVUserID |
+		RMA | Atomic | RemoteRead | RemoteWrite | RMAEvent
 )
+
+// optionalModes are modes a provider honours when the application offers
+// them, and otherwise does without: FI_RX_CQ_DATA makes remote CQ data of
+// RMA writes consume posted receives.
+const optionalModes = RxCQData
 
 // genericTagFormat is FI_TAG_GENERIC: all 64 tag bits are the
 // application's.
@@ -72,6 +78,10 @@ func rdmTemplate(caps, domCaps Flags, l rdmLimits) *Info {
 			MaxEpTxCtx:      1,
 			MaxEpRxCtx:      1,
 			Caps:            domCaps,
+			MRKeySize:       8, // any 64-bit key (mr.go)
+			MRIOVLimit:      mrIOVLimit,
+			MRCnt:           mrSlots,
+			CntrCnt:         cntrSlots,
 		},
 		FabricAttr: &FabricAttr{},
 	}
@@ -304,12 +314,18 @@ func matchInfo(c *provInfo, req *infoReq, userHints bool) (*Info, string) {
 	// required modes: the app lists what it supports; nil hints take the
 	// provider's needs as they are
 	mode := t.Mode
+	if t.Caps&RMA != 0 {
+		mode |= h.Mode & optionalModes
+	}
 	if userHints {
 		if need := t.Mode &^ h.Mode; need != 0 {
 			return nil, fmt.Sprintf("provider needs mode %s the application does not support", need)
 		}
 		if need := t.DomainAttr.MRMode &^ h.DomainAttr.MRMode; need != 0 && h.DomainAttr.MRMode != MRUnspec {
 			return nil, fmt.Sprintf("provider needs MR mode %s", need)
+		}
+		if why := mrModeRefused(h.DomainAttr.MRMode); why != "" {
+			return nil, why
 		}
 	}
 
@@ -444,6 +460,7 @@ func matchInfo(c *provInfo, req *infoReq, userHints bool) (*Info, string) {
 		info.RxAttr.MsgOrder = h.RxAttr.MsgOrder
 	}
 	info.DomainAttr.Caps = caps & t.DomainAttr.Caps
+	info.DomainAttr.MRMode = t.DomainAttr.MRMode | h.DomainAttr.MRMode&MRProvKey
 	info.DomainAttr.Threading = threading
 	info.DomainAttr.AVType = avType
 	if h.DomainAttr.ResourceMgmt != RMUnspec {
@@ -459,6 +476,23 @@ func matchInfo(c *provInfo, req *infoReq, userHints bool) (*Info, string) {
 		info.DomainAttr.Domain = h.DomainAttr.Domain
 	}
 	return info, ""
+}
+
+// mrModeRefused says why an application's MR mode hint cannot be served,
+// or "". The modes list what the application can work with; gofi's
+// providers need none of them (offset addressing, any 64-bit key, no
+// local registration) and use MRProvKey when offered (the provider then
+// chooses keys). Only the pre-1.5 modes constrain: MRBasic means virtual
+// addresses and provider keys (gofi addresses by offset), and neither
+// MRBasic nor MRScalable may be combined with other bits.
+func mrModeRefused(m MRMode) string {
+	switch {
+	case m&MRBasic != 0 && m != MRBasic, m&MRScalable != 0 && m != MRScalable:
+		return fmt.Sprintf("MR mode %s: FI_MR_BASIC and FI_MR_SCALABLE stand alone", m)
+	case m == MRBasic:
+		return "MR mode FI_MR_BASIC (virtual addressing) not supported: regions are addressed by offset (FI_MR_SCALABLE)"
+	}
+	return ""
 }
 
 // ctxCnt maps SharedContext to a count no provider offers (gofi has no

@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 
 var v117 = Version(1, 17)
 
+// rmaProvs are the providers that carry RMA.
+var rmaProvs = []string{"tcp"}
+
 // provs returns the provider names of infos, in order, deduplicated
 // consecutively ("shm", "tcp").
 func provs(infos []*Info) []string {
@@ -106,14 +109,15 @@ func TestGetInfo_UnsupportedHintLeavesProviderOut(t *testing.T) {
 		{"ep type MSG", hintsWith(func(h *Info) { h.EpAttr.Type = EpMsg }), nil},
 		{"ep type DGRAM", hintsWith(func(h *Info) { h.EpAttr.Type = EpDgram }), nil},
 		{"ep type RDM", hintsWith(func(h *Info) { h.EpAttr.Type = EpRDM }), []string{"shm", "tcp"}},
-		{"caps RMA not provided", hintsWith(func(h *Info) { h.Caps = Msg | RMA }), nil},
+		{"caps RMA", hintsWith(func(h *Info) { h.Caps = Msg | RMA }), rmaProvs},
+		{"caps RMA events and fence", hintsWith(func(h *Info) { h.Caps = RMA | RMAEvent | Fence }), rmaProvs},
 		{"caps atomic not provided", hintsWith(func(h *Info) { h.Caps = Atomic }), nil},
 		{"caps HMEM not provided", hintsWith(func(h *Info) { h.Caps = Msg | HMEM }), nil},
 		{"secondary shared AV not provided", hintsWith(func(h *Info) { h.Caps = Msg | SharedAV }), nil},
 		{"secondary trigger not provided", hintsWith(func(h *Info) { h.Caps = Msg | Trigger }), nil},
 		{"secondary multi recv provided", hintsWith(func(h *Info) { h.Caps = Msg | MultiRecv }), []string{"shm", "tcp"}},
 		{"unknown cap bit", hintsWith(func(h *Info) { h.Caps = Msg | 1<<63 }), nil},
-		{"read modifier needs RMA", hintsWith(func(h *Info) { h.Caps = Msg | Read }), nil},
+		{"read modifier", hintsWith(func(h *Info) { h.Caps = Msg | Read }), rmaProvs},
 		{"remote comm drops shm", hintsWith(func(h *Info) { h.Caps = Msg | RemoteComm }), []string{"tcp"}},
 		{"addr format IB", hintsWith(func(h *Info) { h.AddrFormat = SockaddrIB }), nil},
 		{"addr format in drops shm", hintsWith(func(h *Info) { h.AddrFormat = SockaddrIn }), []string{"tcp"}},
@@ -125,11 +129,19 @@ func TestGetInfo_UnsupportedHintLeavesProviderOut(t *testing.T) {
 		{"inject at limit", hintsWith(func(h *Info) { h.TxAttr.InjectSize = shmInjectSize }), []string{"shm", "tcp"}},
 		{"iov limit too large", hintsWith(func(h *Info) { h.RxAttr.IOVLimit = 64 }), nil},
 		{"cq data too large", hintsWith(func(h *Info) { h.DomainAttr.CQDataSize = 16 }), nil},
-		{"counters not provided", hintsWith(func(h *Info) { h.DomainAttr.CntrCnt = 1 }), nil},
-		{"MR keys not provided", hintsWith(func(h *Info) { h.DomainAttr.MRKeySize = 8 }), nil},
+		{"counters provided", hintsWith(func(h *Info) { h.DomainAttr.CntrCnt = cntrSlots }), []string{"shm", "tcp"}},
+		{"too many counters", hintsWith(func(h *Info) { h.DomainAttr.CntrCnt = cntrSlots + 1 }), nil},
+		{"8-byte MR keys", hintsWith(func(h *Info) { h.DomainAttr.MRKeySize = 8 }), []string{"shm", "tcp"}},
+		{"MR keys above 8 bytes", hintsWith(func(h *Info) { h.DomainAttr.MRKeySize = 16 }), nil},
+		{"MR iov limit above 1", hintsWith(func(h *Info) { h.DomainAttr.MRIOVLimit = 2 }), nil},
+		{"MR count at the limit", hintsWith(func(h *Info) { h.DomainAttr.MRCnt = mrSlots }), []string{"shm", "tcp"}},
+		{"MR mode basic (virtual addresses)", hintsWith(func(h *Info) { h.DomainAttr.MRMode = MRBasic }), nil},
+		{"MR mode scalable", hintsWith(func(h *Info) { h.DomainAttr.MRMode = MRScalable }), []string{"shm", "tcp"}},
+		{"MR mode scalable mixed with bits", hintsWith(func(h *Info) { h.DomainAttr.MRMode = MRScalable | MRLocal }), nil},
 		{"shared contexts not provided", hintsWith(func(h *Info) { h.EpAttr.TxCtxCnt = SharedContext }), nil},
 		{"auth key not provided", hintsWith(func(h *Info) { h.EpAttr.AuthKey = []byte{1} }), nil},
-		{"msg order RAW not provided", hintsWith(func(h *Info) { h.TxAttr.MsgOrder = OrderRAW }), nil},
+		{"msg order RAW", hintsWith(func(h *Info) { h.TxAttr.MsgOrder = OrderRAW | OrderRMAWAW }), rmaProvs},
+		{"msg order WAS not provided", hintsWith(func(h *Info) { h.TxAttr.MsgOrder = OrderWAS }), nil},
 		{"msg order SAS", hintsWith(func(h *Info) { h.TxAttr.MsgOrder = OrderSAS }), []string{"shm", "tcp"}},
 		{"comp order strict", hintsWith(func(h *Info) { h.RxAttr.CompOrder = CompOrderStrict }), nil},
 		{"protocol udp", hintsWith(func(h *Info) { h.EpAttr.Protocol = ProtoUDP }), nil},
@@ -141,7 +153,8 @@ func TestGetInfo_UnsupportedHintLeavesProviderOut(t *testing.T) {
 		{"fabric name unknown", hintsWith(func(h *Info) { h.FabricAttr.Name = "ib0" }), nil},
 		{"domain name lo", hintsWith(func(h *Info) { h.DomainAttr.Name = "lo" }), []string{"tcp"}},
 		{"provider version too new", hintsWith(func(h *Info) { h.FabricAttr.ProvVersion = Version(999, 0) }), nil},
-		{"tx caps unsupported", hintsWith(func(h *Info) { h.TxAttr.Caps = RMA }), nil},
+		{"tx caps RMA", hintsWith(func(h *Info) { h.TxAttr.Caps = RMA }), rmaProvs},
+		{"tx caps unsupported", hintsWith(func(h *Info) { h.TxAttr.Caps = Trigger }), nil},
 		{"domain caps remote", hintsWith(func(h *Info) { h.DomainAttr.Caps = RemoteComm }), []string{"tcp"}},
 	}
 	for _, c := range cases {
@@ -606,6 +619,13 @@ func TestGetInfo_DomainLevels(t *testing.T) {
 			func(i *Info) bool { return i.EpAttr.MemTagFormat == 0xffff }},
 		{"MR modes offered, none needed", func(h *Info) { h.DomainAttr.MRMode = MRLocal | MRVirtAddr },
 			func(i *Info) bool { return i.DomainAttr.MRMode == 0 }},
+		{"MR provider keys used when offered", func(h *Info) { h.DomainAttr.MRMode = MRLocal | MRProvKey | MRVirtAddr },
+			func(i *Info) bool { return i.DomainAttr.MRMode == MRProvKey }},
+		{"MR limits reported", func(h *Info) {},
+			func(i *Info) bool {
+				d := i.DomainAttr
+				return d.MRKeySize == 8 && d.MRIOVLimit == 1 && d.MRCnt == mrSlots && d.CntrCnt == cntrSlots
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

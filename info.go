@@ -245,8 +245,12 @@ const (
 )
 
 // MRMode is the set of memory-registration mode bits (fi_domain(3)
-// mr_mode). gofi has no memory registration (no RMA), so its providers
-// need none of them. A plain value, safe for concurrent use.
+// mr_mode). In hints it lists what the application can work with; gofi's
+// providers need none of the bits (regions are addressed by offset, keys
+// are any 64-bit value the application picks, local buffers need no
+// registration) and use MRProvKey when offered (the provider then picks
+// keys). MRBasic (virtual addressing) is not supported. A plain value,
+// safe for concurrent use.
 type MRMode int
 
 // MR mode bits; values equal libfabric's.

@@ -30,7 +30,7 @@ const (
 
 // tcpCaps is everything the tcp provider supports.
 const tcpCaps = Msg | Tagged | Send | Recv | DirectedRecv | MultiRecv | Source |
-	RemoteCQData | AVUserID | LocalComm | RemoteComm
+	RemoteCQData | AVUserID | LocalComm | RemoteComm | tcpRMACaps
 
 type tcpProv struct{}
 
@@ -46,6 +46,7 @@ func (tcpProv) template() *Info {
 	info.EpAttr.Protocol = ProtoSockTCP
 	info.FabricAttr.ProvName = tcpName
 	info.FabricAttr.ProvVersion = provVersion
+	tcpRMATemplate(info)
 	return info
 }
 

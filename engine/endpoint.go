@@ -9,12 +9,19 @@ import (
 // so the root package converts them with a type conversion.
 const (
 	FlagMsg          uint64 = 1 << 1
+	FlagRMA          uint64 = 1 << 2
 	FlagTagged       uint64 = 1 << 3
+	FlagAtomic       uint64 = 1 << 4
+	FlagRead         uint64 = 1 << 8
+	FlagWrite        uint64 = 1 << 9
 	FlagRecv         uint64 = 1 << 10
 	FlagSend         uint64 = 1 << 11
 	FlagMultiRecv    uint64 = 1 << 16
+	FlagRemoteRead   uint64 = 1 << 12
+	FlagRemoteWrite  uint64 = 1 << 13
 	FlagRemoteCQData uint64 = 1 << 17
 	FlagPeek         uint64 = 1 << 19
+	FlagFence        uint64 = 1 << 21
 	FlagCompletion   uint64 = 1 << 24
 	FlagInject       uint64 = 1 << 25
 	FlagDiscard      uint64 = 1 << 58
@@ -42,6 +49,14 @@ type Config struct {
 	RxSelective  bool // FI_SELECTIVE_COMPLETION on the receive binding
 	DirectedRecv bool // FI_DIRECTED_RECV
 	Source       bool // FI_SOURCE: completions carry the sender's fi_addr
+	// RxCQData is FI_RX_CQ_DATA: remote CQ data of an RMA write consumes
+	// a posted receive (otherwise it makes a CQ entry of its own).
+	RxCQData bool
+
+	// Counters (nil: none) of completed sends, receives, RMA reads (and
+	// fetching atomics) and RMA writes (and other atomics), counting
+	// whether or not a CQ entry is written.
+	SendCntr, RecvCntr, ReadCntr, WriteCntr Counter
 
 	TxSize int // outstanding transmits before ErrAgain (0: DefaultQueueSize)
 	RxSize int // posted receives before ErrAgain (0: DefaultQueueSize)
@@ -51,6 +66,25 @@ type Config struct {
 	UnexpectedBytes int
 	// MinMultiRecv is FI_OPT_MIN_MULTI_RECV (0: match.DefaultMinMultiRecv).
 	MinMultiRecv int
+}
+
+// Counter is a completion counter (fi_cntr): Add counts successes, AddErr
+// failures. Both are safe for concurrent use.
+type Counter interface {
+	Add(n uint64)
+	AddErr(n uint64)
+}
+
+// count adds one completion, failed when c != 0, to counter k.
+func count(k Counter, c Code) {
+	if k == nil {
+		return
+	}
+	if c != 0 {
+		k.AddErr(1)
+	} else {
+		k.Add(1)
+	}
 }
 
 // Defaults for Config's zero values.
@@ -91,6 +125,13 @@ type Endpoint struct {
 
 	pool bufPool
 
+	// RMA (rma.go)
+	outst   []int32  // per transport peer: transmits in flight
+	fenced  []uint32 // per transport peer: tx index+1 of a fenced op waiting
+	nfenced int      // fenced ops waiting
+	notifyQ []uint32 // writes whose remote CQ data is still to be sent
+	rmaFree []*rmaOp
+
 	peerOf []int64    // fi_addr -> transport peer + 1 (0: unresolved)
 	srcOf  []srcEntry // transport peer -> fi_addr
 	placed []match.Placed[uint32]
@@ -112,6 +153,8 @@ type rxOp struct {
 
 type txOp struct {
 	ctx   any
+	rma   *rmaOp // RMA and atomics: the request (rma.go)
+	peer  transport.Peer
 	hdr   transport.Header // what the transport may hold until completion
 	iov   [][]byte         // one[:] or iovs: the engine's own copy of the caller's
 	one   [1][]byte
@@ -208,7 +251,11 @@ func (ep *Endpoint) Progress() bool {
 	if ep.closed {
 		return false
 	}
-	return ep.tr.Poll(ep)
+	did := ep.tr.Poll(ep)
+	if ep.nfenced > 0 || len(ep.notifyQ) > 0 {
+		did = ep.runDeferred() || did
+	}
+	return did
 }
 
 // SetMinMultiRecv changes FI_OPT_MIN_MULTI_RECV.
@@ -277,9 +324,13 @@ func (ep *Endpoint) Send(a *SendArgs, ctx any) Code {
 	if ep.ntx >= ep.cfg.TxSize {
 		return CodeAgain
 	}
+	if ep.nfenced > 0 && ep.fenceWaits(peer) {
+		return CodeAgain // FI_FENCE: a fenced operation to this peer waits
+	}
 	idx := ep.txAlloc()
 	op := ep.tx[idx]
 	op.ctx, op.kind, op.flags, op.n, op.live = ctx, a.Kind, a.Flags, n, true
+	ep.track(idx, peer)
 	op.hdr = transport.Header{Kind: a.Kind, Group: a.Group, Tag: a.Tag, Len: uint64(n)}
 	if a.Flags&FlagRemoteCQData != 0 {
 		op.hdr.Flags |= transport.FlagRemoteData
@@ -298,6 +349,7 @@ func (ep *Endpoint) Send(a *SendArgs, ctx any) Code {
 	}
 	if done {
 		if inject {
+			count(ep.cfg.SendCntr, 0)
 			ep.txPut(idx)
 			return 0
 		}
@@ -319,6 +371,7 @@ func (ep *Endpoint) txAlloc() uint32 {
 
 func (ep *Endpoint) txPut(i uint32) {
 	op := ep.tx[i]
+	ep.untrack(op)
 	clear(op.iovs)
 	*op = txOp{iovs: op.iovs[:0]}
 	ep.txFree = append(ep.txFree, i)
@@ -328,6 +381,7 @@ func (ep *Endpoint) txPut(i uint32) {
 // txComplete reports a finished transmit and frees its slot.
 func (ep *Endpoint) txComplete(i uint32, c Code) {
 	op := ep.tx[i]
+	count(ep.cfg.SendCntr, c)
 	if op.flags&FlagInject == 0 && ep.cfg.TxCQ != nil {
 		if c != 0 {
 			ep.cfg.TxCQ.Push(&Entry{Context: op.ctx, Flags: FlagSend | kindFlag(op.kind), Err: c, Src: AddrUnknown})
@@ -436,6 +490,7 @@ func (ep *Endpoint) Recv(a *RecvArgs, ctx any) Code {
 		}
 		if a.Flags&FlagDiscard != 0 {
 			u := &ep.ux[msg.Data]
+			count(ep.cfg.RecvCntr, 0)
 			if cq := ep.cfg.RxCQ; cq != nil {
 				cq.Push(&Entry{Context: ctx, Flags: FlagRecv | kindFlag(a.Kind), Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
 			}
@@ -529,12 +584,14 @@ func (ep *Endpoint) peek(m *match.Matcher[uint32, uint32], w match.Want, a *Recv
 	}
 	cq := ep.cfg.RxCQ
 	if !ok {
+		count(ep.cfg.RecvCntr, CodeNoMsg)
 		if cq != nil {
 			cq.Push(&Entry{Context: ctx, Flags: FlagRecv | kindFlag(a.Kind), Err: CodeNoMsg, Src: AddrUnknown})
 		}
 		return 0
 	}
 	u := &ep.ux[msg.Data]
+	count(ep.cfg.RecvCntr, 0)
 	flags := FlagRecv | kindFlag(a.Kind)
 	if u.hdr.Flags&transport.FlagRemoteData != 0 {
 		flags |= FlagRemoteCQData
@@ -636,6 +693,15 @@ func (ep *Endpoint) completeRx(ri uint32, hdr *transport.Header, src uint64, off
 	if len(op.iov) == 1 {
 		buf = op.iov[0][off : off+n]
 	}
+	if hdr.Kind == transport.KindRMAData { // FI_RX_CQ_DATA: an RMA write's data
+		flags = FlagRMA | FlagRemoteWrite | FlagRemoteCQData | flags&FlagMultiRecv
+		n, buf = int(min(hdr.Tag, uint64(1)<<62)), nil
+	}
+	if olen > 0 {
+		count(ep.cfg.RecvCntr, CodeTrunc)
+	} else {
+		count(ep.cfg.RecvCntr, 0)
+	}
 	cq := ep.cfg.RxCQ
 	if cq == nil {
 		return
@@ -685,6 +751,7 @@ func (ep *Endpoint) fetchDone(fi uint32, n int, c Code, freeRx bool) {
 	ep.fetching[f.peer]--
 	if c != 0 {
 		op := ep.rx[f.rx]
+		count(ep.cfg.RecvCntr, c)
 		if ep.cfg.RxCQ != nil {
 			ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: FlagRecv | kindFlag(op.kind), Err: c, Tag: f.hdr.Tag, Src: ep.srcField(f.src)})
 		}
@@ -714,6 +781,7 @@ func (ep *Endpoint) Cancel(ctx any) Code {
 		if mt.Multi {
 			flags |= FlagMultiRecv
 		}
+		count(ep.cfg.RecvCntr, CodeCanceled)
 		if ep.cfg.RxCQ != nil {
 			ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: flags, Err: CodeCanceled, Len: mt.Offset, Src: AddrUnknown})
 		}
@@ -731,6 +799,10 @@ func (ep *Endpoint) Cancel(ctx any) Code {
 
 // Arrive matches an inbound message or queues it as unexpected.
 func (ep *Endpoint) Arrive(p transport.Peer, hdr *transport.Header, eager []byte, cookie uint64) bool {
+	if hdr.Kind == transport.KindRMAData && !ep.cfg.RxCQData {
+		ep.rmaData(p, hdr)
+		return true
+	}
 	m := ep.matcher(hdr.Kind)
 	src := ep.source(p)
 	msg := match.Msg[uint32]{Tag: hdr.Tag, Src: src, Group: hdr.Group, Len: int(hdr.Len)}
@@ -788,6 +860,10 @@ func (ep *Endpoint) SendDone(op transport.Op, c transport.Code) {
 	}
 	i := uint32(uint64(op) & tokMask)
 	if int(i) < len(ep.tx) && ep.tx[i].live {
+		if ep.tx[i].rma != nil {
+			ep.rmaDone(i, Code(c))
+			return
+		}
 		ep.txComplete(i, Code(c))
 	}
 }
@@ -849,10 +925,12 @@ func (ep *Endpoint) Close() Code {
 		return 0
 	}
 	ep.closed = true
+	ep.failDeferred(CodeCanceled)
 	for _, m := range [2]*match.Matcher[uint32, uint32]{ep.tags, ep.msgs} {
 		recvs, msgs := m.Drain(nil, nil)
 		for _, r := range recvs {
 			op := ep.rx[r.Op]
+			count(ep.cfg.RecvCntr, CodeCanceled)
 			if ep.cfg.RxCQ != nil {
 				ep.cfg.RxCQ.Push(&Entry{Context: op.ctx, Flags: FlagRecv | kindFlag(op.kind), Err: CodeCanceled, Src: AddrUnknown})
 			}

@@ -17,6 +17,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/transport"
 )
 
@@ -65,6 +66,7 @@ type tconn struct {
 	dead       bool // Poll saw it fail while owning the loop
 	shaking    bool // counted in t.handshakes (loop only)
 	stalled    atomic.Bool
+	rx         *rmaRx // the RMA request being executed (rma.go)
 
 	// under peer.mu
 	ready    bool // handshake done and no write error: writes allowed
@@ -81,6 +83,8 @@ type tconn struct {
 	hbuf     [hdrSize]byte
 	iovs     []unix.Iovec
 	trunc    [][]byte
+	rmaHdr   [hdrSize + rma.MaxReqHeader]byte // an RMA request's headers (rma.go)
+	rmaPay   [][]byte
 }
 
 // outEntry is a frame (or its unwritten tail) waiting in a send queue.
@@ -591,8 +595,14 @@ func (tc *tconn) dataStart(f *frame) error {
 		return fmt.Errorf("%w: DATA id", errProto)
 	}
 	s := p.fetches.get(uint32(f.cookie))
-	if s == nil || s.got != 0 || f.length > s.cap {
+	if s == nil || s.got != 0 || f.length > s.cap || f.flags&dataErr != 0 && s.rop == nil ||
+		s.rop != nil && f.flags&dataErr == 0 && f.length != s.cap {
 		return fmt.Errorf("%w: DATA for no fetch of that size", errProto)
+	}
+	if f.flags&dataErr != 0 { // an RMA request the target refused (rma.go)
+		p.rmaSubDoneLocked(s, uint32(f.cookie), transport.Code(f.data))
+		tc.cur = nil
+		return nil
 	}
 	tc.cur, tc.curID, tc.curSeg, tc.curOff = s, uint32(f.cookie), 0, 0
 	return nil
@@ -643,6 +653,10 @@ func (tc *tconn) dataEnd() error {
 	s := tc.cur
 	tc.cur = nil
 	if s == nil || p.fetches.get(tc.curID) != s {
+		return nil
+	}
+	if s.rop != nil {
+		p.rmaSubDoneLocked(s, tc.curID, transport.OK)
 		return nil
 	}
 	tc.t.push(event{kind: evFetchDone, op: s.op, n: int(s.got)})

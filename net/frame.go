@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/transport"
 )
 
@@ -17,11 +18,13 @@ import (
 //	  4    1 kind (transport.Kind for EAGER and RTS, else 0)
 //	  5    3 reserved, zero
 //	  8    8 tag
-//	 16    8 data (remote CQ data; for CTS: the receiver's fetch id)
+//	 16    8 data (remote CQ data; for CTS: the receiver's fetch id; for
+//	         DATA with dataErr: the error status)
 //	 24    8 length (payload bytes following the header for HELLO, AUTH,
-//	         EAGER and DATA; the message length for RTS; the bytes wanted
-//	         for CTS; the credit returned for CREDIT; 0 for RETIRE)
-//	 32    8 cookie (RTS and CTS: the sender's cookie; DATA: the fetch id)
+//	         EAGER, DATA and RMA; the message length for RTS; the bytes
+//	         wanted for CTS; the credit returned for CREDIT; 0 for RETIRE)
+//	 32    8 cookie (RTS and CTS: the sender's cookie; DATA: the fetch id;
+//	         RMA: the initiator's fetch id its answer goes to)
 //	 40    4 peer group id (EAGER and RTS; fi_av(3) PEER GROUPS), else 0
 //	 44    4 reserved, zero
 //	 48      total
@@ -51,13 +54,20 @@ const (
 	opData   uint8 = 6 // rendezvous payload: length bytes, cookie = fetch id
 	opCredit uint8 = 7 // receive-window credit returned
 	opRetire uint8 = 8 // last frame on a duplicate connection (flags: retireAck)
-	opLast         = opRetire
+	// opRMA is a one-sided request (package rma's request header, then
+	// its payload), executed by the target's loop; the answer is a DATA
+	// frame to the request's fetch id (dataErr with a status on failure).
+	opRMA  uint8 = 9
+	opLast       = opRMA
 )
 
 const (
 	ctsDiscard uint8 = 1 << 0
 	// retireAck: "your RETIRE was read", sent on the connection that stays.
 	retireAck uint8 = 1 << 0
+	// dataErr: a DATA frame without payload failing the fetch with the
+	// status in data (an RMA request the target refused).
+	dataErr uint8 = 1 << 0
 )
 
 // frame is a decoded header.
@@ -130,7 +140,15 @@ func decodeHeader(b []byte, f *frame) error {
 	case opCTS:
 		maxLen, flagMask = maxMsgLen, ctsDiscard
 	case opData:
-		maxLen = maxMsgLen
+		maxLen, flagMask = maxMsgLen, dataErr
+		if f.flags&dataErr != 0 && (f.length != 0 || f.data == 0 || f.data > 1<<16) {
+			return fmt.Errorf("%w: DATA error frame with length %d status %d", errProto, f.length, f.data)
+		}
+	case opRMA:
+		maxLen = maxMsgLen + rma.MaxReqHeader
+		if f.length < rma.ReqHeader+rma.IOVSize {
+			return fmt.Errorf("%w: RMA request of %d bytes", errProto, f.length)
+		}
 	case opCredit:
 		maxLen = maxCredit
 	case opRetire:
@@ -145,7 +163,8 @@ func decodeHeader(b []byte, f *frame) error {
 		return fmt.Errorf("%w: op %d flags %#x", errProto, f.op, f.flags)
 	}
 	if wantKind {
-		if k := transport.Kind(f.kind); k != transport.KindMsg && k != transport.KindTagged {
+		if k := transport.Kind(f.kind); k != transport.KindMsg && k != transport.KindTagged &&
+			(k != transport.KindRMAData || f.op != opEager || f.length != 0) {
 			return fmt.Errorf("%w: kind %d", errProto, f.kind)
 		}
 	} else if f.kind != 0 || f.group != 0 {
@@ -173,6 +192,13 @@ type frameHandler interface {
 	dataStart(f *frame) error
 	dataChunk(src inbound, n int) error
 	dataEnd() error
+	// rmaStart announces an RMA request whose header (package rma) is
+	// hdr; whole asks for its payload in one rmaChunk once fully buffered
+	// (atomics), otherwise it comes in chunks as it arrives (writes).
+	// rmaEnd follows the last chunk (or the header, without payload).
+	rmaStart(f *frame, hdr []byte) (whole bool, err error)
+	rmaChunk(src inbound, n int) error
+	rmaEnd() error
 }
 
 // decoder turns a connection's byte stream into frames. It keeps only a
@@ -183,7 +209,13 @@ type decoder struct {
 	raw  [hdrSize]byte
 	f    frame
 	have bool   // f holds a decoded header whose frame is not finished
-	left uint64 // DATA bytes still to pass to the handler
+	left uint64 // DATA (and RMA payload) bytes still to pass to the handler
+	// RMA requests: the request header read so far, then how the payload
+	// goes to the handler (rmaWhole: at once when fully buffered).
+	rh       [rma.MaxReqHeader]byte
+	rn       int
+	rmaBody  bool
+	rmaWhole bool
 }
 
 // run decodes as many frames as src holds. stalled reports that the
@@ -227,6 +259,10 @@ func (d *decoder) run(src inbound, h frameHandler) (stalled bool, err error) {
 			if err := h.dataEnd(); err != nil {
 				return false, err
 			}
+		case opRMA:
+			if ok, err := d.rma(src, h); !ok || err != nil {
+				return false, err
+			}
 		case opHello, opAuth, opEager:
 			if uint64(src.InboundBuffered()) < d.f.length {
 				return false, nil
@@ -243,6 +279,64 @@ func (d *decoder) run(src inbound, h frameHandler) (stalled bool, err error) {
 		}
 		d.have = false
 	}
+}
+
+// rma advances an RMA request: its header (a few bytes first, to learn
+// the range count), then its payload. ok reports that the request ended.
+func (d *decoder) rma(src inbound, h frameHandler) (ok bool, err error) {
+	if !d.rmaBody {
+		if d.rn < 4 {
+			if src.InboundBuffered() < 4 {
+				return false, nil
+			}
+			if err := readFull(src, d.rh[:4]); err != nil {
+				return false, err
+			}
+			d.rn = 4
+		}
+		hl, err := rma.PeekHeaderLen(d.rh[:4])
+		if err != nil || uint64(hl) > d.f.length {
+			return false, fmt.Errorf("%w: RMA header (%v)", errProto, err)
+		}
+		if src.InboundBuffered() < hl-d.rn {
+			return false, nil
+		}
+		if err := readFull(src, d.rh[d.rn:hl]); err != nil {
+			return false, err
+		}
+		d.rn = hl
+		whole, err := h.rmaStart(&d.f, d.rh[:hl])
+		if err != nil {
+			return false, err
+		}
+		d.rmaBody, d.rmaWhole, d.left = true, whole, d.f.length-uint64(hl)
+	}
+	if d.rmaWhole {
+		if uint64(src.InboundBuffered()) < d.left {
+			return false, nil
+		}
+		if d.left > 0 {
+			if err := h.rmaChunk(src, int(d.left)); err != nil {
+				return false, err
+			}
+			d.left = 0
+		}
+	}
+	for d.left > 0 {
+		n := src.InboundBuffered()
+		if n == 0 {
+			return false, nil
+		}
+		if uint64(n) > d.left {
+			n = int(d.left)
+		}
+		if err := h.rmaChunk(src, n); err != nil {
+			return false, err
+		}
+		d.left -= uint64(n)
+	}
+	d.rmaBody, d.rn = false, 0
+	return true, h.rmaEnd()
 }
 
 func readFull(src inbound, p []byte) error {

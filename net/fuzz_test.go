@@ -3,6 +3,8 @@ package net
 import (
 	"errors"
 	"testing"
+
+	"github.com/gofi-dev/fi/rma"
 )
 
 // chunked serves a byte string to the decoder a few bytes at a time, as
@@ -65,6 +67,23 @@ func (h *fuzzHandler) dataChunk(src inbound, n int) error {
 	return nil
 }
 
+func (h *fuzzHandler) rmaStart(f *frame, hdr []byte) (bool, error) {
+	var r rma.Request
+	n, err := rma.DecodeRequest(hdr, &r)
+	if err != nil {
+		return false, err
+	}
+	if uint64(n)+r.Payload != f.length {
+		return false, errProto
+	}
+	h.dataLen, h.got = r.Payload, 0
+	return r.Kind.IsAtomic() && r.Payload <= 2*rma.MaxAtomic, nil
+}
+
+func (h *fuzzHandler) rmaChunk(src inbound, n int) error { return h.dataChunk(src, n) }
+
+func (h *fuzzHandler) rmaEnd() error { return h.dataEnd() }
+
 func (h *fuzzHandler) dataEnd() error {
 	if h.got != h.dataLen {
 		return errors.New("DATA ended early")
@@ -88,6 +107,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add(hdr(frame{op: opRetire, length: 1}), uint8(48))
 	f.Add(hdr(frame{op: opRetire, flags: 2}), uint8(5))
 	f.Add([]byte{0x67, 0x66, 9, 0, 0}, uint8(2))
+	rq := rma.Request{Kind: rma.KindWrite, NIOV: 1, Payload: 5, IOV: [rma.MaxIOV]rma.IOV{{Addr: 1, Len: 5, Key: 2}}}
+	rh := make([]byte, rq.HeaderLen())
+	rq.Encode(rh)
+	f.Add(append(append(hdr(frame{op: opRMA, cookie: 3, length: uint64(len(rh)) + 5}), rh...), "12345"...), uint8(9))
+	aq := rma.Request{Kind: rma.KindCompare, Datatype: 7, Op: 12, NIOV: 1, Payload: 16, IOV: [rma.MaxIOV]rma.IOV{{Len: 8, Key: 2}}}
+	ah := make([]byte, aq.HeaderLen())
+	aq.Encode(ah)
+	f.Add(append(append(hdr(frame{op: opRMA, cookie: 4, length: uint64(len(ah)) + 16}), ah...), make([]byte, 16)...), uint8(5))
+	f.Add(append(hdr(frame{op: opData, flags: dataErr, data: 13, cookie: 4}), hdr(frame{op: opData, length: 8, cookie: 5})...), uint8(11))
 	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
 		src := &chunked{data: data}
 		var d decoder
@@ -109,7 +137,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		// All input either decoded or waiting for more: never more than a
 		// frame's header plus an eager payload is held back.
-		if src.avail > hdrSize+maxWireEager && !(d.have && d.f.op == opData) {
+		if src.avail > hdrSize+maxWireEager && !(d.have && (d.f.op == opData || d.f.op == opRMA)) {
 			t.Fatalf("decoder left %d bytes unread", src.avail)
 		}
 	})

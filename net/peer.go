@@ -35,6 +35,8 @@ type peer struct {
 	fetches    slots[fetchSlot]
 
 	held []*[]byte // engine's goroutine only: refused records, in order
+
+	rmaFree []*rmaOp // RMA operation records for reuse (rma.go), under mu
 }
 
 func newPeer(t *Transport, idx transport.Peer, ap netip.AddrPort) *peer {
@@ -50,7 +52,8 @@ type sendSlot struct {
 	iov    [][]byte
 }
 
-// fetchSlot is a Fetch waiting for its DATA frame.
+// fetchSlot is a Fetch waiting for its DATA frame, or one request of an
+// RMA operation waiting for its answer (rop set; rma.go).
 type fetchSlot struct {
 	gen  uint16
 	used bool
@@ -58,6 +61,7 @@ type fetchSlot struct {
 	cap  uint64
 	got  uint64
 	dst  [][]byte
+	rop  *rmaOp
 }
 
 type slot interface{ sendSlot | fetchSlot }
@@ -125,6 +129,7 @@ func (s *slots[T]) put(cookie uint32) {
 		v.iov = v.iov[:0]
 	case *fetchSlot:
 		v.used = false
+		v.rop = nil
 		clear(v.dst)
 		v.dst = v.dst[:0]
 	}
@@ -167,7 +172,7 @@ func iovLen(iov [][]byte) uint64 {
 func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
 	p := t.peer(pi)
 	if p == nil || iovLen(iov) != hdr.Len || hdr.Len > maxMsgLen ||
-		(hdr.Kind != transport.KindMsg && hdr.Kind != transport.KindTagged) ||
+		(hdr.Kind != transport.KindMsg && hdr.Kind != transport.KindTagged && (hdr.Kind != transport.KindRMAData || hdr.Len != 0)) ||
 		hdr.Flags&^transport.FlagRemoteData != 0 {
 		return true, transport.EInval
 	}
@@ -454,6 +459,10 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 	})
 	p.fetches.each(func(s *fetchSlot, c uint32) {
 		live = true
+		if s.rop != nil {
+			p.rmaFailLocked(s, c, code)
+			return
+		}
 		t.pushLocked(event{kind: evFetchDone, op: s.op, code: code})
 		p.fetches.put(c)
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 
+	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/transport"
 )
 
@@ -155,6 +156,9 @@ type Transport struct {
 	el          atomic.Value // gnet.EventLoop
 	emptyPolls  int
 	owned       []*tconn
+
+	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
+	rmaTarget atomic.Pointer[rma.Target]
 
 	// Poll scratch (the engine's goroutine only).
 	hdr     transport.Header

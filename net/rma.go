@@ -1,0 +1,505 @@
+package net
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/rma"
+	"github.com/gofi-dev/fi/transport"
+)
+
+// One-sided operations over tcp.
+//
+// Initiator: an operation becomes one RMA frame (package rma's request
+// header and the payload: write data, atomic operands) per request; reads
+// larger than rma.MaxRead are split into requests of at most that size,
+// rmaReadWindow of them in flight. Each request takes a fetch slot whose
+// id the target answers with a DATA frame: the read data or atomic
+// results land in the operation's buffers like a rendezvous payload, an
+// empty DATA acknowledges a write, a DATA with dataErr carries the
+// status of a refused request. The operation completes (SendDone) when
+// its last request is answered, so every RMA completion here means the
+// target has executed it (delivery complete).
+//
+// Target: the event loop (or Poll while it owns the sockets) executes
+// requests as it decodes them, through the rma.Target given to ServeRMA:
+// every range is validated before a byte is touched, write data is read
+// from the socket straight into the region (holding the region per chunk,
+// so MR.Close never waits for a slow sender), reads are written from the
+// region to the socket (what does not fit is copied into the send queue
+// before the region is let go), atomics run once their operands are
+// buffered. The target's application takes no part.
+
+const (
+	// rmaReadWindow is how many read requests of one operation are in
+	// flight at once (each at most rma.MaxRead bytes).
+	rmaReadWindow = 4
+	// rmaQueueMax is how many answer bytes may wait in one connection's
+	// send queue: a peer that asks for more without reading is broken.
+	rmaQueueMax = 64 << 20
+)
+
+// rmaOp is one RMA operation in flight (initiator side), under the
+// peer's mu.
+type rmaOp struct {
+	op       transport.Op
+	req      *transport.RMAReq
+	total    uint64 // bytes of the remote stream
+	next     uint64 // reads: bytes requested so far
+	inflight int
+	code     transport.Code
+}
+
+// ServeRMA makes the transport execute peers' RMA and atomic requests
+// against x (the endpoint's key table and counters). Until it is called
+// requests are refused with EOPNOTSUPP. Safe for concurrent use.
+func (t *Transport) ServeRMA(x *rma.Target) error {
+	t.rmaTarget.Store(x)
+	return nil
+}
+
+var _ transport.RMATransport = (*Transport)(nil)
+
+// RMA starts one operation to peer pi (transport.RMATransport).
+func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.Op) (bool, transport.Code) {
+	p := t.peer(pi)
+	if p == nil || len(req.Remote) == 0 || len(req.Remote) > rma.MaxIOV || req.Kind < transport.RMAWrite || req.Kind > transport.RMACompare {
+		return true, transport.EInval
+	}
+	var total uint64
+	for _, v := range req.Remote {
+		total += v.Len
+	}
+	if t.closed.Load() {
+		return true, transport.ECanceled
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	tc := p.tx
+	if tc == nil {
+		tc = p.dialLocked()
+	}
+	if !tc.ready || tc.qh != len(tc.q) {
+		if tc.queued > t.cfg.SendQueue {
+			return false, transport.EAgain
+		}
+	}
+	r := p.newRMAOp()
+	*r = rmaOp{op: op, req: req, total: total}
+	if req.Kind != transport.RMARead {
+		if c := p.rmaIssueLocked(r, 0, total); c != transport.OK {
+			p.putRMAOp(r)
+			return c != transport.EAgain, c
+		}
+		return false, transport.OK
+	}
+	for first := true; first || r.inflight < rmaReadWindow && r.next < r.total; first = false {
+		k := min(r.total-r.next, rma.MaxRead)
+		if c := p.rmaIssueLocked(r, r.next, k); c != transport.OK {
+			if r.inflight == 0 {
+				p.putRMAOp(r)
+				return c != transport.EAgain, c
+			}
+			break // the rest follows as answers come back
+		}
+		r.next += k
+	}
+	return false, transport.OK
+}
+
+func (p *peer) newRMAOp() *rmaOp {
+	if n := len(p.rmaFree); n > 0 {
+		r := p.rmaFree[n-1]
+		p.rmaFree = p.rmaFree[:n-1]
+		return r
+	}
+	return new(rmaOp)
+}
+
+func (p *peer) putRMAOp(r *rmaOp) {
+	*r = rmaOp{}
+	p.rmaFree = append(p.rmaFree, r)
+}
+
+// rmaIssueLocked sends one request of r covering bytes [pos, pos+n) of
+// the remote stream (a whole write or atomic: pos 0, n total). p.mu is
+// held.
+func (p *peer) rmaIssueLocked(r *rmaOp, pos, n uint64) transport.Code {
+	tc := p.tx
+	if tc == nil {
+		return transport.EConnReset
+	}
+	q := r.req
+	s, id := p.fetches.alloc()
+	if s == nil {
+		return transport.EAgain
+	}
+	s.rop, s.got, s.cap = r, 0, 0
+	s.dst = s.dst[:0]
+	rq := rma.Request{Kind: rma.Kind(q.Kind), Datatype: q.Datatype, Op: q.Op, ID: uint64(id)}
+	// The remote ranges of [pos, pos+n).
+	off := pos
+	for _, v := range q.Remote {
+		if n == 0 || rq.NIOV == rma.MaxIOV {
+			break
+		}
+		if off >= v.Len {
+			off -= v.Len
+			continue
+		}
+		k := min(v.Len-off, n-sumIOV(&rq))
+		rq.IOV[rq.NIOV] = rma.IOV{Addr: v.Addr + off, Len: k, Key: v.Key}
+		rq.NIOV++
+		off = 0
+		if sumIOV(&rq) == n {
+			break
+		}
+	}
+	if rq.NIOV == 0 {
+		rq.IOV[0] = rma.IOV{Key: q.Remote[0].Key, Addr: q.Remote[0].Addr}
+		rq.NIOV = 1
+	}
+	payload := tc.rmaPay[:0]
+	switch q.Kind {
+	case transport.RMAWrite, transport.RMAAtomic:
+		payload = append(payload, q.Local...)
+	case transport.RMAFetch:
+		if q.Op != opAtomicRead {
+			payload = append(payload, q.Local...)
+		}
+	case transport.RMACompare:
+		payload = append(payload, q.Local...)
+		payload = append(payload, q.Compare...)
+	}
+	rq.Payload = iovLen(payload)
+	switch q.Kind {
+	case transport.RMARead:
+		s.dst = window(s.dst, q.Local, pos, n)
+		s.cap = n
+	case transport.RMAFetch, transport.RMACompare:
+		s.dst = append(s.dst, q.Result...)
+		s.cap = iovLen(q.Result)
+	}
+	hl := rq.HeaderLen()
+	hb := tc.rmaHdr[:hdrSize+hl]
+	putHeader(hb, &frame{op: opRMA, cookie: uint64(id), length: uint64(hl) + rq.Payload})
+	rq.Encode(hb[hdrSize:])
+	r.inflight++
+	p.rmaWriteLocked(tc, hb, payload, q.Inject)
+	clear(payload)
+	tc.rmaPay = payload[:0]
+	return transport.OK
+}
+
+const opAtomicRead = 10 // dtype.AtomicRead
+
+func sumIOV(r *rma.Request) uint64 { return r.Total() }
+
+// window returns the part [pos, pos+n) of the concatenation of iov,
+// appended to dst.
+func window(dst [][]byte, iov [][]byte, pos, n uint64) [][]byte {
+	for _, b := range iov {
+		if n == 0 {
+			break
+		}
+		if pos >= uint64(len(b)) {
+			pos -= uint64(len(b))
+			continue
+		}
+		k := min(uint64(len(b))-pos, n)
+		dst = append(dst, b[pos:pos+k])
+		n -= k
+		pos = 0
+	}
+	return dst
+}
+
+// rmaWriteLocked writes a request (header bytes hb, then payload) on tc,
+// directly when nothing is queued, queueing the rest: the header always
+// copied, the payload by reference unless inject (the engine keeps an
+// operation's buffers until it completes, and it completes only after the
+// target read every byte). A write error breaks the connection; the
+// request then fails with it.
+func (p *peer) rmaWriteLocked(tc *tconn, hb []byte, payload [][]byte, inject bool) {
+	skip := 0
+	if tc.ready && tc.qh == len(tc.q) && len(payload) < maxIOV {
+		n, err := tc.writeDirect(hb, payload)
+		if err != nil && err != unix.EAGAIN {
+			p.breakLocked(tc, err)
+			return
+		}
+		if n == len(hb)+int(iovLen(payload)) {
+			return
+		}
+		skip = n
+	}
+	if skip < len(hb) {
+		tc.enqueueCopy(hb, nil, skip, 0, false)
+		skip = 0
+	} else {
+		skip -= len(hb)
+	}
+	if iovLen(payload) > uint64(skip) {
+		if inject {
+			tc.enqueueCopy(nil, payload, skip, 0, false)
+		} else {
+			e := tc.push()
+			e.iov = append(e.iov[:0], payload...)
+			e.total = int(iovLen(payload))
+			e.off = skip
+			e.hasOp = false
+		}
+	}
+	if tc.ready && !tc.inEpoll {
+		if err := p.flushLocked(tc); err != nil {
+			p.breakLocked(tc, err)
+		}
+	}
+}
+
+// rmaSubDoneLocked ends one request of an RMA operation (its answer came,
+// or dataErr with status code) and issues the next read request or
+// completes the operation. p.mu is held; t.mu is not.
+func (p *peer) rmaSubDoneLocked(s *fetchSlot, id uint32, code transport.Code) {
+	r := s.rop
+	p.fetches.put(id)
+	r.inflight--
+	if code != transport.OK && r.code == transport.OK {
+		r.code = code
+	}
+	for r.code == transport.OK && r.req.Kind == transport.RMARead && r.next < r.total && r.inflight < rmaReadWindow {
+		k := min(r.total-r.next, rma.MaxRead)
+		c := p.rmaIssueLocked(r, r.next, k)
+		if c != transport.OK {
+			if r.inflight == 0 {
+				r.code = c
+			}
+			break
+		}
+		r.next += k
+	}
+	if r.inflight == 0 {
+		p.t.push(event{kind: evSendDone, op: r.op, code: r.code})
+		p.putRMAOp(r)
+	}
+}
+
+// rmaFailLocked fails one request in a teardown (p.mu and t.mu held).
+func (p *peer) rmaFailLocked(s *fetchSlot, id uint32, code transport.Code) {
+	r := s.rop
+	p.fetches.put(id)
+	r.inflight--
+	if r.code == transport.OK {
+		r.code = code
+	}
+	if r.inflight == 0 {
+		p.t.pushLocked(event{kind: evSendDone, op: r.op, code: r.code})
+		p.putRMAOp(r)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// target side (on the loop, or in Poll while it owns the sockets)
+
+// rmaRx is the request a connection is executing (loop-owned).
+type rmaRx struct {
+	req   rma.Request
+	id    uint64
+	pos   uint64
+	code  rma.Code
+	whole bool
+	buf   [2 * rma.MaxAtomic]byte
+	res   [rma.MaxAtomic]byte
+	iov   [rma.MaxIOV][]byte
+	holds [rma.MaxIOV]rma.Hold
+}
+
+func (tc *tconn) rmaStart(f *frame, hdr []byte) (bool, error) {
+	if tc.state != stReady || tc.peer == nil {
+		return false, fmt.Errorf("%w: RMA before the handshake", errProto)
+	}
+	if tc.rx == nil {
+		tc.rx = new(rmaRx)
+	}
+	st := tc.rx
+	n, err := rma.DecodeRequest(hdr, &st.req)
+	if err != nil {
+		return false, fmt.Errorf("%w: %v", errProto, err)
+	}
+	if uint64(n)+st.req.Payload != f.length || f.cookie > 0xffffffff {
+		return false, fmt.Errorf("%w: RMA frame length %d for a %d-byte request", errProto, f.length, uint64(n)+st.req.Payload)
+	}
+	p := tc.peer
+	p.mu.Lock()
+	detached := tc.detached
+	p.mu.Unlock()
+	if detached {
+		return false, errDetached
+	}
+	st.id, st.pos, st.whole = f.cookie, 0, false
+	x := tc.t.rmaTarget.Load()
+	if x == nil {
+		st.code = rma.EOpNotSupp
+	} else {
+		st.code = x.Validate(&st.req)
+	}
+	if st.req.Kind.IsAtomic() {
+		st.whole = st.req.Payload <= uint64(len(st.buf))
+		if !st.whole && st.code == rma.OK {
+			st.code = rma.EInval
+		}
+	}
+	return st.whole, nil
+}
+
+func (tc *tconn) rmaChunk(src inbound, n int) error {
+	st := tc.rx
+	if st.whole {
+		st.pos += uint64(n)
+		return readFull(src, st.buf[:n])
+	}
+	x := tc.t.rmaTarget.Load()
+	for n > 0 {
+		if st.code != rma.OK || st.req.Kind != rma.KindWrite {
+			return tc.discardN(src, n)
+		}
+		i, off, ok := st.req.Locate(st.pos)
+		if !ok {
+			return fmt.Errorf("%w: RMA payload beyond its ranges", errProto)
+		}
+		v := &st.req.IOV[i]
+		k := min(uint64(n), v.Len-off)
+		h, roff, c := x.Table.Access(v.Key, v.Addr+off, k, rma.AccessRemoteWrite)
+		if c != rma.OK {
+			st.code = c // closed since Validate: the rest is dropped
+			continue
+		}
+		err := readFull(src, h.Mem[roff:roff+k])
+		h.Release()
+		if err != nil {
+			return err
+		}
+		st.pos += k
+		n -= int(k)
+	}
+	return nil
+}
+
+func (tc *tconn) discardN(src inbound, n int) error {
+	for n > 0 {
+		k := min(n, len(tc.discard))
+		if err := readFull(src, tc.discard[:k]); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+func (tc *tconn) rmaEnd() error {
+	st := tc.rx
+	x := tc.t.rmaTarget.Load()
+	if st.code != rma.OK {
+		return tc.rmaAnswer(st, st.code, nil)
+	}
+	switch st.req.Kind {
+	case rma.KindWrite:
+		x.Done(&st.req)
+		return tc.rmaAnswer(st, rma.OK, nil)
+	case rma.KindRead:
+		return tc.rmaAnswerRead(st, x)
+	}
+	total := st.req.Total()
+	var res []byte
+	if st.req.Kind != rma.KindAtomic {
+		res = st.res[:total]
+	}
+	if c := x.Atomic(&st.req, st.buf[:st.req.Payload], res); c != rma.OK {
+		return tc.rmaAnswer(st, c, nil)
+	}
+	x.Done(&st.req)
+	if res == nil {
+		return tc.rmaAnswer(st, rma.OK, nil)
+	}
+	st.iov[0] = res
+	return tc.rmaAnswer(st, rma.OK, st.iov[:1])
+}
+
+// rmaAnswerRead answers a read from the region's memory, holding every
+// range until its bytes are in the socket or copied into the queue.
+func (tc *tconn) rmaAnswerRead(st *rmaRx, x *rma.Target) error {
+	n := 0
+	var c rma.Code
+	for i := 0; i < st.req.NIOV; i++ {
+		v := &st.req.IOV[i]
+		h, off, code := x.Table.Access(v.Key, v.Addr, v.Len, rma.AccessRemoteRead)
+		if code != rma.OK {
+			c = code
+			break
+		}
+		st.holds[i] = h
+		st.iov[i] = h.Mem[off : off+v.Len]
+		n++
+	}
+	var err error
+	if c != rma.OK {
+		err = tc.rmaAnswer(st, c, nil)
+	} else {
+		err = tc.rmaAnswer(st, rma.OK, st.iov[:n])
+	}
+	for i := 0; i < n; i++ {
+		st.holds[i].Release()
+		st.iov[i] = nil
+	}
+	if c == rma.OK {
+		x.Done(&st.req)
+	}
+	return err
+}
+
+// rmaAnswer sends the answer to the request: a DATA frame to its fetch id
+// with payload, or with dataErr and the status. Whatever does not fit in
+// the socket is copied into the send queue (payload may be a region,
+// held only for the call).
+func (tc *tconn) rmaAnswer(st *rmaRx, code rma.Code, payload [][]byte) error {
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := p.tx
+	if tc.detached || out == nil {
+		return nil // the initiator's requests failed with the connection
+	}
+	f := frame{op: opData, cookie: st.id}
+	if code != rma.OK {
+		f.flags, f.data, payload = dataErr, uint64(code), nil
+	} else {
+		f.length = iovLen(payload)
+	}
+	putHeader(out.hbuf[:], &f)
+	if out.ready && out.qh == len(out.q) && len(payload) < maxIOV {
+		n, err := out.writeDirect(out.hbuf[:], payload)
+		if err != nil && err != unix.EAGAIN {
+			p.breakLocked(out, err)
+			return nil
+		}
+		if n == hdrSize+int(f.length) {
+			return nil
+		}
+		out.enqueueCopy(out.hbuf[:], payload, n, 0, false)
+		if err := p.t.fl.arm(out); err != nil {
+			p.breakLocked(out, err)
+		}
+	} else {
+		out.enqueueCopy(out.hbuf[:], payload, 0, 0, false)
+		if out.ready && !out.inEpoll {
+			if err := p.flushLocked(out); err != nil {
+				p.breakLocked(out, err)
+			}
+		}
+	}
+	if out.queued > rmaQueueMax {
+		return fmt.Errorf("%w: peer leaves %d bytes of RMA answers unread", errProto, out.queued)
+	}
+	return nil
+}

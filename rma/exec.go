@@ -1,0 +1,306 @@
+package rma
+
+import (
+	"github.com/gofi-dev/fi/dtype"
+	"github.com/gofi-dev/fi/dtype/kernel"
+)
+
+// Target is the target side of one endpoint: its domain's key table and
+// the endpoint's counters of remote writes and reads (nil: none). The
+// executors of the target process (the tcp event loop, the shm executor)
+// run requests through it. Safe for concurrent use.
+type Target struct {
+	Table       *Table
+	RemoteWrite *Counter
+	RemoteRead  *Counter
+}
+
+// Rights returns the access rights a request of kind k with operation op
+// needs on its regions: writes and atomics that change memory need
+// RemoteWrite, reads and fetching atomics RemoteRead.
+func Rights(k Kind, op uint8) uint64 {
+	switch k {
+	case KindWrite, KindAtomic:
+		return AccessRemoteWrite
+	case KindRead:
+		return AccessRemoteRead
+	case KindFetch:
+		if op == opAtomicRead {
+			return AccessRemoteRead
+		}
+	}
+	return AccessRemoteRead | AccessRemoteWrite
+}
+
+func atomicKind(k Kind) dtype.Kind {
+	switch k {
+	case KindFetch:
+		return dtype.KindFetch
+	case KindCompare:
+		return dtype.KindCompare
+	}
+	return dtype.KindBase
+}
+
+// CheckAtomic validates an atomic's datatype, operation and ranges
+// without looking at the table: EOpNotSupp for a datatype or operation
+// not supported for the kind (LongDouble and unknown values included),
+// EInval for a count that is zero, not whole elements or above MaxAtomic.
+func CheckAtomic(k Kind, dt, op uint8, total uint64, lens func(i int) uint64, n int) Code {
+	t, o := dtype.Type(dt), dtype.Op(op)
+	if !kernel.Supported(t, o, atomicKind(k)) {
+		return EOpNotSupp
+	}
+	sz := uint64(t.Size())
+	if total == 0 || total > MaxAtomic {
+		return EInval
+	}
+	for i := 0; i < n; i++ {
+		if l := lens(i); l == 0 || l%sz != 0 {
+			return EInval
+		}
+	}
+	return OK
+}
+
+// Validate checks everything about r the target can check before
+// touching memory: datatype and operation, counts, and for every range
+// the key, the rights and the range (and for atomics the alignment). It
+// returns OK or the status to answer with; it changes nothing.
+func (x *Target) Validate(r *Request) Code {
+	if r.Kind.IsAtomic() {
+		if c := CheckAtomic(r.Kind, r.Datatype, r.Op, r.Total(), func(i int) uint64 { return r.IOV[i].Len }, r.NIOV); c != OK {
+			return c
+		}
+	} else if r.Kind == KindRead && r.Total() > MaxRead {
+		return EInval
+	}
+	want := Rights(r.Kind, r.Op)
+	for i := 0; i < r.NIOV; i++ {
+		v := &r.IOV[i]
+		h, off, c := x.Table.Access(v.Key, v.Addr, v.Len, want)
+		if c != OK {
+			return c
+		}
+		if r.Kind.IsAtomic() && (h.Addr+off)%uint64(kernel.Align(dtype.Type(r.Datatype))) != 0 {
+			c = EInval
+		}
+		h.Release()
+		if c != OK {
+			return c
+		}
+	}
+	return OK
+}
+
+// Access takes a holder cell on key's region for an access of n bytes at
+// addr needing rights want, and returns the hold and addr's offset in the
+// region: EAccess for an unknown or closed key or a missing right, EInval
+// for a range outside the region. On OK the caller accesses the region
+// (the owner through Hold.Mem[off:off+n]) and then calls Release.
+func (t *Table) Access(key, addr, n, want uint64) (Hold, uint64, Code) {
+	h, c := t.Acquire(key)
+	if c != OK {
+		return Hold{}, 0, c
+	}
+	if !h.Allows(want) {
+		h.Release()
+		return Hold{}, 0, EAccess
+	}
+	off, c := h.Range(addr, n)
+	if c != OK {
+		h.Release()
+		return Hold{}, 0, c
+	}
+	return h, off, OK
+}
+
+// Locate maps position pos of the request's byte stream to a range index
+// and the offset in it; ok is false past the end.
+func (r *Request) Locate(pos uint64) (int, uint64, bool) {
+	for i := 0; i < r.NIOV; i++ {
+		if pos < r.IOV[i].Len {
+			return i, pos, true
+		}
+		pos -= r.IOV[i].Len
+	}
+	return 0, 0, false
+}
+
+// WriteAt copies data to position pos of the request's target byte
+// stream (the concatenation of its ranges), re-taking the region for each
+// range it touches: a region closed since Validate gives EAccess for the
+// bytes not yet written.
+func (x *Target) WriteAt(r *Request, pos uint64, data []byte) Code {
+	for len(data) > 0 {
+		i, off, ok := r.Locate(pos)
+		if !ok {
+			return EInval
+		}
+		v := &r.IOV[i]
+		n := min(uint64(len(data)), v.Len-off)
+		h, roff, c := x.Table.Access(v.Key, v.Addr+off, n, AccessRemoteWrite)
+		if c != OK {
+			return c
+		}
+		copy(h.Mem[roff:roff+n], data[:n])
+		h.Release()
+		data = data[n:]
+		pos += n
+	}
+	return OK
+}
+
+// ReadAt copies len(dst) bytes from position pos of the request's target
+// byte stream into dst.
+func (x *Target) ReadAt(r *Request, pos uint64, dst []byte) Code {
+	for len(dst) > 0 {
+		i, off, ok := r.Locate(pos)
+		if !ok {
+			return EInval
+		}
+		v := &r.IOV[i]
+		n := min(uint64(len(dst)), v.Len-off)
+		h, roff, c := x.Table.Access(v.Key, v.Addr+off, n, AccessRemoteRead)
+		if c != OK {
+			return c
+		}
+		copy(dst[:n], h.Mem[roff:roff+n])
+		h.Release()
+		dst = dst[n:]
+		pos += n
+	}
+	return OK
+}
+
+// Atomic executes an atomic request against the owner's memory: payload
+// holds the operands (then, for compare, the compare operands), res
+// receives the old values (len r.Total() for fetch and compare, else
+// nil). Every element is atomic with respect to every other executor (see
+// the package doc); 16-byte elements take Lock16.
+func (x *Target) Atomic(r *Request, payload, res []byte) Code {
+	total := r.Total()
+	var src, cmp []byte
+	switch {
+	case r.Kind == KindCompare:
+		if uint64(len(payload)) != 2*total {
+			return EInval
+		}
+		src, cmp = payload[:total], payload[total:]
+	case r.Kind == KindFetch && r.Op == opAtomicRead:
+	default:
+		if uint64(len(payload)) != total {
+			return EInval
+		}
+		src = payload
+	}
+	if r.Kind != KindAtomic && uint64(len(res)) < total {
+		return EInval
+	}
+	dt, op := dtype.Type(r.Datatype), dtype.Op(r.Op)
+	want := Rights(r.Kind, r.Op)
+	var pos uint64
+	for i := 0; i < r.NIOV; i++ {
+		v := &r.IOV[i]
+		h, off, c := x.Table.Access(v.Key, v.Addr, v.Len, want)
+		if c != OK {
+			return c
+		}
+		mem := h.Mem[off : off+v.Len]
+		var s, cm, out []byte
+		if src != nil {
+			s = src[pos : pos+v.Len]
+		}
+		if cmp != nil {
+			cm = cmp[pos : pos+v.Len]
+		}
+		if r.Kind != KindAtomic {
+			out = res[pos : pos+v.Len]
+		}
+		ok := ExecAtomic(x.Table, dt, op, mem, s, cm, out)
+		h.Release()
+		if !ok {
+			return EInval
+		}
+		pos += v.Len
+	}
+	return OK
+}
+
+// ExecAtomic runs kernel.Exec on memory of the owner of t, taking the
+// owner's 16-byte lock where the datatype needs it.
+func ExecAtomic(t *Table, dt dtype.Type, op dtype.Op, mem, src, cmp, res []byte) bool {
+	if !kernel.Locked(dt) {
+		return kernel.Exec(dt, op, mem, src, cmp, res)
+	}
+	sz := dt.Size()
+	for i := 0; i+sz <= len(mem); i += sz {
+		var s, c, o []byte
+		if src != nil {
+			s = src[i : i+sz]
+		}
+		if cmp != nil {
+			c = cmp[i : i+sz]
+		}
+		if res != nil {
+			o = res[i : i+sz]
+		}
+		mu := t.Lock16(uintptr(Addr(mem[i:])))
+		mu.Lock()
+		ok := kernel.Exec(dt, op, mem[i:i+sz], s, c, o)
+		mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Done counts a request that completed successfully: once per range in
+// its region's counters (bound with MR.BindCntr), once in the endpoint's.
+// Writes and atomics that may change memory count as remote writes;
+// reads and fetching atomics as remote reads.
+func (x *Target) Done(r *Request) {
+	w, rd := Counts(r.Kind, r.Op)
+	for i := 0; i < r.NIOV; i++ {
+		h, c := x.Table.Acquire(r.IOV[i].Key)
+		if c != OK {
+			continue
+		}
+		if w {
+			x.Table.Count(h.CntrW)
+		}
+		if rd {
+			x.Table.Count(h.CntrR)
+		}
+		h.Release()
+	}
+	if w && x.RemoteWrite != nil {
+		x.RemoteWrite.Add(1)
+	}
+	if rd && x.RemoteRead != nil {
+		x.RemoteRead.Add(1)
+	}
+}
+
+// Counts says which remote counters a completed request of kind k counts
+// in: writes and atomics other than an atomic read count as writes,
+// reads and fetching atomics as reads.
+func Counts(k Kind, op uint8) (write, read bool) {
+	switch k {
+	case KindWrite, KindAtomic:
+		return true, false
+	case KindRead:
+		return false, true
+	case KindFetch:
+		return op != opAtomicRead, true
+	}
+	return true, true
+}
+
+// Count adds one to counter i of the table, if there is one.
+func (t *Table) Count(i int) {
+	if c := t.Counter(i); c != nil {
+		c.Add(1)
+	}
+}
