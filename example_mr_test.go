@@ -161,6 +161,6 @@ func ExampleEndpoint_Write() {
 		log.Fatal(err)
 	}
 	wait()
-	fmt.Println(string(window[8:21]), string(got))
+	fmt.Println(string(mr.Bytes()[8:21]), string(got)) // Bytes orders this read after the peer's write
 	// Output: hello, window hello, window
 }

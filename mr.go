@@ -104,6 +104,13 @@ func (d *Domain) table(op string) (*rma.Table, error) {
 	return t, nil
 }
 
+// get returns the table if it exists.
+func (k *mrKeys) get() *rma.Table {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.t
+}
+
 func (k *mrKeys) close() error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -229,8 +236,18 @@ func (mr *MR) Key() uint64 { return mr.key }
 func (mr *MR) Desc() MRDesc { return nil }
 
 // Bytes returns the region's memory: the registered buffer, or the
-// memory AllocMR made. Valid until Close.
-func (mr *MR) Bytes() []byte { return mr.mem }
+// memory AllocMR made. Valid until Close. Call it between this process's
+// own accesses to the bytes and peers' accesses (after a completion or a
+// counter says a peer's write finished; before telling a peer it may read
+// what this process wrote): it orders this goroutine with the goroutines
+// of this process that execute peers' accesses (the tcp event loop, the
+// shm executor), as the memory model and the race detector need.
+func (mr *MR) Bytes() []byte {
+	if t := mr.dom.keys.get(); t != nil && mr.mem != nil {
+		t.Sync(mr.slot)
+	}
+	return mr.mem
+}
 
 // Context returns the context given to RegMRAttr.
 func (mr *MR) Context() any { return mr.ctx }

@@ -130,7 +130,7 @@ func TestInfoString_FiInfoVerboseLayout(t *testing.T) {
 				t.Fatalf("key %q indented %d, want %d:\n%s", keys[k], ind, want, s)
 			}
 		}
-		if !strings.Contains(s, "    caps: [ FI_MSG, FI_TAGGED,") || !strings.Contains(s, "    mode: [  ]\n") ||
+		if !strings.Contains(s, "    caps: [ FI_MSG, ") || !strings.Contains(s, " FI_TAGGED, ") || !strings.Contains(s, "    mode: [  ]\n") ||
 			!strings.Contains(s, "        type: FI_EP_RDM\n") || !strings.Contains(s, "    nic: (nil)\n") {
 			t.Fatalf("values not in fi_info spelling:\n%s", s)
 		}

@@ -455,6 +455,21 @@ func backoff(spin int) {
 	}
 }
 
+// Sync synchronises the caller with the accesses to slot: those that
+// have released their cell happen before what the caller does next, and
+// what the caller did before happens before accesses that take a cell
+// later. Executors in this process run on other goroutines and hear of
+// operations through sockets and rings that the memory model (and the
+// race detector) cannot see; this gives them the edges. One
+// compare-and-swap per cell, each leaving the cell as it found it.
+func (t *Table) Sync(slot int) {
+	for c := 0; c < Cells; c++ {
+		w := t.cell(slot, c)
+		v := w.Load()
+		w.CompareAndSwap(v, v)
+	}
+}
+
 // Slot is a snapshot of a live region, valid while its Hold is held.
 type Slot struct {
 	Index     int

@@ -13,7 +13,7 @@ package transport
 // Transports carry it like any message: Send accepts it and the peer's
 // Poll delivers it through Sink.Arrive, in order with the peer's other
 // messages.
-const KindRMAData Kind = 3
+const KindRMAData Kind = 4
 
 // RMAKind says what an RMA request does.
 type RMAKind uint8
