@@ -659,7 +659,12 @@ func (cl *rdzvClient) read(r *bufio.Reader) {
 		}
 		switch f.typ {
 		case fFenced:
-			cl.frames <- f // one fence at a time: the buffer always has room
+			select {
+			case cl.frames <- f: // one fence at a time: room unless rank 0 misbehaves
+			default:
+				cl.fail(lerr("Fence", fi.ErrRemoteIO, "rank %d: rank 0 answered a fence nobody asked for", cl.ec.rank))
+				return
+			}
 		case fFail:
 			code, why, _ := decCodeWhy(f.body)
 			cl.fail(lerr("Fence", errnoOr(code), "the job failed: %s", why))
@@ -771,8 +776,11 @@ func (cl *rdzvClient) get(key string) ([]byte, bool, error) {
 }
 
 func (cl *rdzvClient) abort(code int, why string) error {
+	cl.wmu.Lock()
+	defer cl.wmu.Unlock()
 	cl.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	return cl.write(encCodeWhy(fAbort, uint32(int32(code)), why))
+	_, err := cl.c.Write(encCodeWhy(fAbort, uint32(int32(code)), why))
+	return err
 }
 
 func (cl *rdzvClient) finalize() error {

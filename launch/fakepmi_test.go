@@ -86,6 +86,7 @@ func (f *fakePMI) job(rank int, pmi string, timeout time.Duration) (*Job, error)
 func (f *fakePMI) serve(rank int, c net.Conn) {
 	r := bufio.NewReader(c)
 	defer c.Close()
+	var wmu sync.Mutex
 	for {
 		// PMI-1 requests start with "cmd="; PMI-2 with a length field.
 		head, err := r.Peek(4)
@@ -127,16 +128,32 @@ func (f *fakePMI) serve(rank int, c net.Conn) {
 		}
 		if f.fault != nil {
 			if reply, cl := f.fault(rank, m); reply != nil || cl {
+				wmu.Lock()
 				c.Write(reply)
+				wmu.Unlock()
 				if cl {
 					return
 				}
 				continue
 			}
 		}
+		if m.cmd == "barrier_in" || m.cmd == "kvs-fence" {
+			// Like a launcher's event loop, read on while the barrier
+			// waits (an abort may come).
+			go func() {
+				reply := f.answer(rank, m, v2)
+				wmu.Lock()
+				c.Write(reply)
+				wmu.Unlock()
+			}()
+			continue
+		}
 		reply := f.answer(rank, m, v2)
 		if reply != nil {
-			if _, err := c.Write(reply); err != nil {
+			wmu.Lock()
+			_, err := c.Write(reply)
+			wmu.Unlock()
+			if err != nil {
 				return
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -32,9 +33,10 @@ type Job struct {
 	kv        kvs
 	sh        shape
 	lim       limits
-	done      bool            // finalized
+	done      atomic.Bool     // finalized (written under mu; Abort reads it without)
 	connects  int             // Connect calls so far: each uses its own key
 	puts      map[string]bool // keys this rank has put: each once
+	aborting  sync.Once
 	timeout   time.Duration
 	exit      func(int)
 	stderr    io.Writer
@@ -303,7 +305,7 @@ func (j *Job) Launcher() string { return j.kv.name() }
 
 // usable checks the job can still be used. Caller holds mu.
 func (j *Job) usable(op string) error {
-	if j.done {
+	if j.done.Load() {
 		return lerr(op, fi.ErrOpBadState, "the job was finalized")
 	}
 	return nil
@@ -436,19 +438,21 @@ func (j *Job) Barrier() error {
 
 // Abort ends the whole job: it prints msg to stderr, asks the launcher to
 // stop every rank, and exits this process with code (1 when code is 0: an
-// abort is a failure). It does not return.
+// abort is a failure). It does not return. It may be called while another
+// goroutine waits in a Fence or Barrier: it does not wait for it.
 func (j *Job) Abort(code int, msg string) {
-	j.mu.Lock() // held until exit: no other call reaches the launcher
-	fmt.Fprintf(j.stderr, "launch: rank %d of %d aborting the job (code %d): %s\n",
-		j.sh.rank, j.sh.size, code, strings.TrimSpace(msg))
-	if !j.done && !j.singleton {
-		// Give the launcher's output forwarding a moment to carry the
-		// message before the launcher tears the job down.
-		time.Sleep(100 * time.Millisecond)
-		if err := j.kv.abort(code, msg); err != nil {
-			fmt.Fprintf(j.stderr, "launch: rank %d: telling the launcher: %v\n", j.sh.rank, err)
+	j.aborting.Do(func() {
+		fmt.Fprintf(j.stderr, "launch: rank %d of %d aborting the job (code %d): %s\n",
+			j.sh.rank, j.sh.size, code, strings.TrimSpace(msg))
+		if !j.done.Load() && !j.singleton {
+			// Give the launcher's output forwarding a moment to carry the
+			// message before the launcher tears the job down.
+			time.Sleep(100 * time.Millisecond)
+			if err := j.kv.abort(code, msg); err != nil {
+				fmt.Fprintf(j.stderr, "launch: rank %d: telling the launcher: %v\n", j.sh.rank, err)
+			}
 		}
-	}
+	})
 	if code == 0 {
 		code = 1
 	}
@@ -462,10 +466,10 @@ func (j *Job) Abort(code int, msg string) {
 func (j *Job) Finalize() error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.done {
+	if j.done.Load() {
 		return nil
 	}
-	j.done = true
+	j.done.Store(true)
 	return j.kv.finalize()
 }
 

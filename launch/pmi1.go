@@ -190,7 +190,7 @@ func (p *pmi1) get(key string) ([]byte, bool, error) {
 }
 
 func (p *pmi1) abort(code int, _ string) error {
-	return p.c.send("Abort", appendV1(nil, "abort", "exitcode", strconv.Itoa(code)))
+	return p.c.sendAbort(appendV1(nil, "abort", "exitcode", strconv.Itoa(code)))
 }
 
 func (p *pmi1) finalize() error {

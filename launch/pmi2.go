@@ -171,7 +171,7 @@ func (p *pmi2) abort(code int, why string) error {
 	if len(why) > pmi2ValMax {
 		why = why[:pmi2ValMax]
 	}
-	return p.c.send("Abort", appendV2(nil, "abort", "isworldabort", "TRUE", "msg", why))
+	return p.c.sendAbort(appendV2(nil, "abort", "isworldabort", "TRUE", "msg", why))
 }
 
 func (p *pmi2) finalize() error {

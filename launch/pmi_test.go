@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -361,6 +362,35 @@ func TestPMIInitFaults(t *testing.T) {
 		_, err := f.job(0, bad.pmi, 300*time.Millisecond)
 		if !errors.Is(err, fi.ErrRemoteIO) {
 			t.Errorf("pmi%s, %s answered %q: %v, want ErrRemoteIO", bad.pmi, bad.on, bad.reply, err)
+		}
+	}
+}
+
+// TestPMIAbortDuringFence: Abort does not wait for a Fence another
+// goroutine is blocked in; the launcher hears the abort at once.
+func TestPMIAbortDuringFence(t *testing.T) {
+	for _, pmi := range []string{"1", "2"} {
+		f := newFakePMI(t, 2) // rank 1 never comes: the fence blocks
+		j, err := f.job(0, pmi, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan int, 1)
+		j.exit = func(c int) { exited <- c }
+		j.stderr = io.Discard
+		go j.Fence()
+		time.Sleep(100 * time.Millisecond)
+		go j.Abort(5, "while fencing")
+		select {
+		case c := <-exited:
+			if c != 5 {
+				t.Errorf("pmi%s: exit %d, want 5", pmi, c)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("pmi%s: Abort waited for the blocked Fence", pmi)
+		}
+		if err := waitFor(5*time.Second, func() bool { f.mu.Lock(); defer f.mu.Unlock(); return len(f.aborted) == 1 }); err != nil {
+			t.Errorf("pmi%s: the launcher did not hear the abort", pmi)
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -252,6 +253,7 @@ type conn struct {
 	tag     string    // trace prefix
 	broken  error
 	wbuf    []byte
+	wmu     sync.Mutex // one write at a time (abort may come from another goroutine)
 }
 
 func newConn(c net.Conn, timeout time.Duration, trace io.Writer, tag string) *conn {
@@ -298,8 +300,26 @@ func (c *conn) send(op string, b []byte) error {
 	if err := c.c.SetDeadline(time.Now().Add(c.timeout)); err != nil {
 		return c.fail(lerr(op, fi.ErrIO, "PMI socket: %v", err))
 	}
-	if _, err := c.c.Write(b); err != nil {
+	c.wmu.Lock()
+	_, err := c.c.Write(b)
+	c.wmu.Unlock()
+	if err != nil {
 		return c.fail(c.ioErr(op, "sending to the launcher", err))
+	}
+	return nil
+}
+
+// sendAbort writes an abort request, whatever state the conversation is
+// in and whichever goroutine waits for a reply: the process exits next.
+func (c *conn) sendAbort(b []byte) error {
+	if c.trace != nil {
+		fmt.Fprintf(c.trace, "%s -> %s\n", c.tag, strings.TrimRight(string(b), "\n"))
+	}
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	c.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.c.Write(b); err != nil {
+		return lerr("Abort", fi.ErrIO, "sending the abort to the launcher: %v", err)
 	}
 	return nil
 }
