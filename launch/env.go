@@ -601,7 +601,7 @@ func dialRendezvous(ec envConfig, cfg config, host string) (*rdzvClient, shape, 
 	deadline := time.Now().Add(cfg.timeout)
 	var c net.Conn
 	var err error
-	for backoff := 20 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 100*time.Millisecond) {
 		c, err = net.DialTimeout("tcp", addr, min(time.Until(deadline), 10*time.Second))
 		if err == nil {
 			break
