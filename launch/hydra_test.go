@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofi-dev/fi"
 	"github.com/gofi-dev/fi/internal/jobtest"
 )
 
@@ -36,6 +37,30 @@ var ringCases = []ringCase{
 	{1, "tcp", "1"}, {2, "tcp", "1"}, {4, "tcp", "2"}, {8, "tcp", "1"},
 }
 
+// linkedCases are the rings on the linked shm+tcp endpoint, when GetInfo
+// offers it (local ranks over shm, remote ranks over tcp).
+var linkedCases = []ringCase{
+	{1, "shm+tcp", "1"}, {2, "shm+tcp", "2"}, {4, "shm+tcp", "1"}, {8, "shm+tcp", "2"},
+}
+
+// haveLinked reports whether this build offers the shm+tcp provider.
+func haveLinked() bool {
+	hints := fi.AllocInfo()
+	hints.EpAttr.Type = fi.EpRDM
+	hints.FabricAttr.ProvName = "shm+tcp"
+	_, err := fi.GetInfo(fi.Version(2, 0), "", "", 0, hints)
+	return err == nil
+}
+
+// allRingCases are ringCases and, when shm+tcp exists, linkedCases.
+func allRingCases(t *testing.T) []ringCase {
+	if !haveLinked() {
+		t.Log("no shm+tcp provider in this build: its rings are left out")
+		return ringCases
+	}
+	return append(append([]ringCase(nil), ringCases...), linkedCases...)
+}
+
 // launcherSlots bounds the launcher runs a test has going at once: a run
 // mostly waits for processes to start, so a few overlap well even on two
 // cores.
@@ -44,7 +69,7 @@ const launcherSlots = 3
 // TestHydraRing: a ring over launch.Connect under mpiexec.hydra.
 func TestHydraRing(t *testing.T) {
 	needHydra(t)
-	cases := ringCases
+	cases := allRingCases(t)
 	if testing.Short() {
 		cases = cases[1:2]
 	}
@@ -64,11 +89,16 @@ func TestHydraRing(t *testing.T) {
 // place on the host (localSize ranks per host, in rank order).
 func checkRing(t *testing.T, r runResult, c ringCase, launcher string, localSize int) {
 	t.Helper()
-	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s host=\S+$`, c.n, localSize, launcher, c.prov)
+	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s host=\S+ right=\S+$`, c.n, localSize, launcher, c.prov)
 	expectRanks(t, r, c.n, want)
 	for i := range c.n {
-		if f := fields(r.Ranks[i]); f["local"] != fmt.Sprintf("%d/%d", i%localSize, localSize) {
+		f := fields(r.Ranks[i])
+		if f["local"] != fmt.Sprintf("%d/%d", i%localSize, localSize) {
 			t.Errorf("rank %d: local %s, want %d/%d", i, f["local"], i%localSize, localSize)
+		}
+		// One host: the linked endpoint reaches every neighbour over shm.
+		if c.prov == "shm+tcp" && c.n > 1 && localSize == c.n && f["right"] != "shm" {
+			t.Errorf("rank %d reaches its neighbour over %q, want shm on one host", i, f["right"])
 		}
 	}
 }

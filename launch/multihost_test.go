@@ -16,11 +16,21 @@ import (
 )
 
 // checkHosts checks each rank ran on host h<rank/ppn+1> and counted ppn
-// ranks there.
+// ranks there, and that a linked endpoint reaches its right neighbour over
+// shm on its host and over tcp on the other.
 func checkHosts(t *testing.T, r runResult, n, ppn int) {
 	t.Helper()
 	for i := range n {
 		f := fields(r.Ranks[i])
+		if f["prov"] == "shm+tcp" {
+			want := "tcp"
+			if i/ppn == (i+1)%n/ppn {
+				want = "shm"
+			}
+			if f["right"] != want {
+				t.Errorf("rank %d reaches rank %d over %q, want %s", i, (i+1)%n, f["right"], want)
+			}
+		}
 		if want := fmt.Sprintf("h%d", i/ppn+1); f["host"] != want {
 			t.Errorf("rank %d ran on %q, want %s", i, f["host"], want)
 		}
@@ -33,14 +43,19 @@ func checkHosts(t *testing.T, r runResult, n, ppn int) {
 func TestHydraTwoHosts(t *testing.T) {
 	needHydra(t)
 	nt := hosts.New(t, 2, nil)
-	for _, c := range []ringCase{{4, "tcp", "2"}, {4, "tcp", "1"}} {
+	cases := []ringCase{{4, "tcp", "2"}, {4, "tcp", "1"}}
+	if haveLinked() { // local ranks over shm, the other host's over tcp
+		cases = append(cases, ringCase{4, "shm+tcp", "2"}, ringCase{6, "shm+tcp", "1"})
+	}
+	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s/n=%d/pmi%s", c.prov, c.n, c.pmi), func(t *testing.T) {
 			timeout := 120 * time.Second
 			env := childEnv("ring", c.prov, time.Now().Add(timeout-5*time.Second), "GOFI_PMI="+c.pmi)
-			r := jobtest.RunHydraHosts(t, nt, timeout, env, c.n, 2, childArgs()...)
-			want := fmt.Sprintf(`ok size=%d local=\d+/2 launcher=pmi%s prov=%s host=h[12]$`, c.n, c.pmi, c.prov)
+			ppn := c.n / 2
+			r := jobtest.RunHydraHosts(t, nt, timeout, env, c.n, ppn, childArgs()...)
+			want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=pmi%s prov=%s host=h[12] right=\S+$`, c.n, ppn, c.pmi, c.prov)
 			expectRanks(t, r, c.n, want)
-			checkHosts(t, r, c.n, 2)
+			checkHosts(t, r, c.n, ppn)
 		})
 	}
 }
@@ -50,6 +65,6 @@ func TestEnvTwoHosts(t *testing.T) {
 	timeout := 120 * time.Second
 	env := childEnv("ring", "tcp", time.Now().Add(timeout-5*time.Second))
 	r := jobtest.RunEnvHosts(t, nt, timeout, env, 4, 2, childArgs()...)
-	expectRanks(t, r, 4, `ok size=4 local=\d+/2 launcher=env prov=tcp host=h[12]$`)
+	expectRanks(t, r, 4, `ok size=4 local=\d+/2 launcher=env prov=tcp host=h[12] right=-$`)
 	checkHosts(t, r, 4, 2)
 }

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -186,10 +187,21 @@ func ringRole(t *testing.T, prov string) string {
 	if err := job.Finalize(); err != nil {
 		t.Fatalf("rank %d: Finalize: %v", job.Rank(), err)
 	}
+	route := "-" // how the linked endpoint reaches the right neighbour
+	if prov == "shm+tcp" {
+		right := addrs[(job.Rank()+1)%job.Size()]
+		if b, err := e.av.Lookup(right); err == nil {
+			for _, via := range []string{"shm", "tcp"} {
+				if strings.Contains(string(b), "via="+via) {
+					route = via
+				}
+			}
+		}
+	}
 	host := "-"
 	if name, _, ok := hosts.Here(); ok {
 		host = name
 	}
-	return fmt.Sprintf("%d ok size=%d local=%d/%d launcher=%s prov=%s host=%s",
-		job.Rank(), job.Size(), job.LocalRank(), job.LocalSize(), job.Launcher(), prov, host)
+	return fmt.Sprintf("%d ok size=%d local=%d/%d launcher=%s prov=%s host=%s right=%s",
+		job.Rank(), job.Size(), job.LocalRank(), job.LocalSize(), job.Launcher(), prov, host, route)
 }

@@ -21,7 +21,7 @@ func srunRun(t *testing.T, c *jobtest.Cluster, n int, role, arg string, timeout 
 // TestSlurmRing: a ring over launch.Connect under srun --mpi=pmi2.
 func TestSlurmRing(t *testing.T) {
 	c := jobtest.Slurm(t)
-	cases := ringCases
+	cases := allRingCases(t)
 	if testing.Short() {
 		cases = cases[1:2]
 	}
