@@ -5,6 +5,7 @@ package launch
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -89,7 +90,7 @@ func TestHydraRing(t *testing.T) {
 // place on the host (localSize ranks per host, in rank order).
 func checkRing(t *testing.T, r runResult, c ringCase, launcher string, localSize int) {
 	t.Helper()
-	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s host=\S+ right=\S+$`, c.n, localSize, launcher, c.prov)
+	want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=%s prov=%s host=\S+ right=\S+$`, c.n, localSize, launcher, regexp.QuoteMeta(c.prov))
 	expectRanks(t, r, c.n, want)
 	for i := range c.n {
 		f := fields(r.Ranks[i])

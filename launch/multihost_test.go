@@ -8,6 +8,7 @@ package launch
 
 import (
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestHydraTwoHosts(t *testing.T) {
 			env := childEnv("ring", c.prov, time.Now().Add(timeout-5*time.Second), "GOFI_PMI="+c.pmi)
 			ppn := c.n / 2
 			r := jobtest.RunHydraHosts(t, nt, timeout, env, c.n, ppn, childArgs()...)
-			want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=pmi%s prov=%s host=h[12] right=\S+$`, c.n, ppn, c.pmi, c.prov)
+			want := fmt.Sprintf(`ok size=%d local=\d+/%d launcher=pmi%s prov=%s host=h[12] right=\S+$`, c.n, ppn, c.pmi, regexp.QuoteMeta(c.prov))
 			expectRanks(t, r, c.n, want)
 			checkHosts(t, r, c.n, ppn)
 		})
