@@ -137,4 +137,12 @@ func TestLaunched_HydraTwoHosts(t *testing.T) {
 	if r.Err != nil || !strings.Contains(r.Stdout, "provider tcp") || !regexp.MustCompile(`(?m)^64\s+50\s`).MatchString(r.Stdout) {
 		t.Errorf("pairs across hosts:\n%s", r.Report())
 	}
+	// The linked endpoint: a ring whose hops are shm on a host and tcp
+	// between them.
+	if _, err := getInfo(fabricOpts{prov: "shm+tcp", epType: "rdm"}, ""); err == nil {
+		r = jobtest.RunHydraHosts(t, nt, 90*time.Second, launchEnv(), 4, 2, bin, "latency", "-pattern", "ring", "-p", "shm+tcp", "-S", "64", "-I", "50")
+		if r.Err != nil || !strings.Contains(r.Stdout, "provider shm+tcp") || !regexp.MustCompile(`(?m)^64\s+50\s`).MatchString(r.Stdout) {
+			t.Errorf("shm+tcp ring across hosts:\n%s", r.Report())
+		}
+	}
 }
