@@ -218,6 +218,8 @@ func (f *fakePMI) answer(rank int, m msg, v2 bool) []byte {
 	case "fullinit":
 		return r2("fullinit-response", "pmi-version", "2", "pmi-subversion", "0", "rank", strconv.Itoa(rank),
 			"size", strconv.Itoa(f.size), "appnum", "0", "debugged", "FALSE", "pmiverbose", "FALSE", "rc", "0")
+	case "job-getid":
+		return r2("job-getid-response", "jobid", "kvs_fake_0", "rc", "0")
 	case "info-getjobattr":
 		return r2("info-getjobattr-response", "found", "TRUE", "value", f.mapping, "rc", "0")
 	case "kvs-put":

@@ -7,6 +7,7 @@ package launch
 //	cmd=init pmi_version=2 pmi_subversion=0 -> cmd=response_to_init rc=0 pmi_version=2 ...
 //	cmd=fullinit;[pmijobid=J;]pmirank=R;threaded=FALSE;
 //	                      -> cmd=fullinit-response;rc=0;rank=R;size=N;appnum=A;...
+//	cmd=job-getid;        -> cmd=job-getid-response;rc=0;jobid=J;
 //	cmd=info-getjobattr;key=PMI_process_mapping;
 //	                      -> cmd=info-getjobattr-response;rc=0;found=TRUE;value=(vector,...);
 //	cmd=kvs-put;key=k;value=v;       -> cmd=kvs-put-response;rc=0;
@@ -79,6 +80,19 @@ func initPMI2(c *conn, pmirank int, jobid string) (*pmi2, shape, error) {
 	}
 	sh.rank, sh.size = rank, size
 	p.jobid = jobid
+
+	// The job's id, which kvs-get names (Slurm's is PMI_JOBID; Hydra's its
+	// kvs name).
+	m, err = p.call(op, "job-getid-response", "job-getid")
+	if err != nil {
+		return nil, sh, err
+	}
+	if id, ok := m.get("jobid"); ok && id != "" {
+		if !safeToken(id) || len(id) > 256 {
+			return nil, sh, lerr(op, fi.ErrRemoteIO, "bad jobid in %q", m.String())
+		}
+		p.jobid = id
+	}
 
 	m, err = p.call(op, "info-getjobattr-response", "info-getjobattr", "key", "PMI_process_mapping")
 	if err != nil {
