@@ -1,6 +1,7 @@
 package fi
 
 import (
+	"github.com/gofi-dev/fi/coll"
 	"github.com/gofi-dev/fi/engine"
 	"github.com/gofi-dev/fi/transport"
 )
@@ -58,6 +59,10 @@ type Endpoint struct {
 	maxMsg     int
 	iovLimit   int
 	minMulti   int
+
+	coll  *coll.Endpoint // collectives (Collective capability), from Enable
+	mcs   map[Addr]*MC   // joined groups by collective address
+	mcSeq uint64
 }
 
 // transportOpener is implemented by provider domains that can open
@@ -241,6 +246,9 @@ func (ep *Endpoint) Enable() error {
 		return opErr(op, Errno(c), "engine refused the configuration")
 	}
 	ep.eng = eng
+	if ep.caps&Collective != 0 {
+		ep.coll = coll.Attach(eng, coll.Config{NodeKey: ep.nodeKey()})
+	}
 	for _, cq := range ep.cqs() {
 		cq.eng.Bind(eng, eng.Waiter())
 	}

@@ -20,8 +20,8 @@ const (
 
 // Capability bits that belong on the transmit and receive sides.
 const (
-	txSideCaps = Msg | Tagged | Send | RemoteCQData | RMA | Atomic | Read | Write | Fence
-	rxSideCaps = Msg | Tagged | Recv | DirectedRecv | MultiRecv | Source | RemoteCQData | AVUserID |
+	txSideCaps = Msg | Tagged | Collective | Send | RemoteCQData | RMA | Atomic | Read | Write | Fence
+	rxSideCaps = Msg | Tagged | Collective | Recv | DirectedRecv | MultiRecv | Source | RemoteCQData | AVUserID |
 		RMA | Atomic | RemoteRead | RemoteWrite | RMAEvent
 )
 

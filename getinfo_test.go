@@ -213,8 +213,8 @@ func TestGetInfo_CapsPrimaryAskedModifiersNarrowSecondaryHarmless(t *testing.T) 
 			Msg | Send, Msg | Recv | MultiRecv | AVUserID, ""},
 		{"local comm only reported when chosen", Msg | LocalComm, "tcp", Msg | Send | Recv | MultiRecv | LocalComm,
 			Msg | Send, Msg | Recv | MultiRecv, "tcp must not add RemoteComm"},
-		{"secondary only gets default primaries", LocalComm, "shm", Msg | Tagged | Send | Recv | MultiRecv | LocalComm,
-			Msg | Tagged | Send, Msg | Tagged | Recv | MultiRecv, ""},
+		{"secondary only gets default primaries", LocalComm, "shm", Msg | Tagged | Collective | Send | Recv | MultiRecv | LocalComm,
+			Msg | Tagged | Collective | Send, Msg | Tagged | Collective | Recv | MultiRecv, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

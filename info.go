@@ -39,7 +39,7 @@ const (
 	Tagged       Flags = 1 << 3  // FI_TAGGED: tagged messages (primary)
 	Atomic       Flags = 1 << 4  // FI_ATOMIC: atomics (primary; not provided by gofi)
 	Multicast    Flags = 1 << 5  // FI_MULTICAST (primary; not provided)
-	Collective   Flags = 1 << 6  // FI_COLLECTIVE (primary; not provided)
+	Collective   Flags = 1 << 6  // FI_COLLECTIVE (primary)
 	Read         Flags = 1 << 8  // FI_READ: modifier of RMA/atomic; AV open flag (read-only)
 	Write        Flags = 1 << 9  // FI_WRITE: modifier of RMA/atomic
 	Recv         Flags = 1 << 10 // FI_RECV: modifier: receive side; BindCQ flag

@@ -24,7 +24,7 @@ const (
 )
 
 // shmCaps is everything the shm provider supports.
-const shmCaps = Msg | Tagged | Send | Recv | DirectedRecv | MultiRecv | Source |
+const shmCaps = Msg | Tagged | Collective | Send | Recv | DirectedRecv | MultiRecv | Source |
 	RemoteCQData | AVUserID | LocalComm
 
 type shmProv struct{}

@@ -29,7 +29,7 @@ const (
 )
 
 // tcpCaps is everything the tcp provider supports.
-const tcpCaps = Msg | Tagged | Send | Recv | DirectedRecv | MultiRecv | Source |
+const tcpCaps = Msg | Tagged | Collective | Send | Recv | DirectedRecv | MultiRecv | Source |
 	RemoteCQData | AVUserID | LocalComm | RemoteComm | tcpRMACaps
 
 type tcpProv struct{}

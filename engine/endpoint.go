@@ -137,6 +137,8 @@ type Endpoint struct {
 	placed []match.Placed[uint32]
 	oneIOV [1][]byte
 	closed bool
+
+	coll CollSink // collectives (package coll); nil when not attached
 }
 
 type rxOp struct {
@@ -254,6 +256,9 @@ func (ep *Endpoint) Progress() bool {
 	did := ep.tr.Poll(ep)
 	if ep.nfenced > 0 || len(ep.notifyQ) > 0 {
 		did = ep.runDeferred() || did
+	}
+	if ep.coll != nil && ep.coll.CollProgress() {
+		did = true
 	}
 	return did
 }
@@ -803,6 +808,9 @@ func (ep *Endpoint) Arrive(p transport.Peer, hdr *transport.Header, eager []byte
 		ep.rmaData(p, hdr)
 		return true
 	}
+	if hdr.Kind == transport.KindColl {
+		return ep.collArrive(p, hdr, eager, cookie)
+	}
 	m := ep.matcher(hdr.Kind)
 	src := ep.source(p)
 	msg := match.Msg[uint32]{Tag: hdr.Tag, Src: src, Group: hdr.Group, Len: int(hdr.Len)}
@@ -855,6 +863,10 @@ func (ep *Endpoint) Arrive(p transport.Peer, hdr *transport.Header, eager []byte
 
 // SendDone completes a transmit the transport held.
 func (ep *Endpoint) SendDone(op transport.Op, c transport.Code) {
+	if uint64(op)&^tokMask == tokColl {
+		ep.collSendDone(op, c)
+		return
+	}
 	if uint64(op)&^tokMask != tokTx {
 		return
 	}
@@ -870,6 +882,10 @@ func (ep *Endpoint) SendDone(op transport.Op, c transport.Code) {
 
 // FetchDone completes a rendezvous receive.
 func (ep *Endpoint) FetchDone(op transport.Op, n int, c transport.Code) {
+	if uint64(op)&^tokMask == tokColl {
+		ep.collFetchDone(op, n, c)
+		return
+	}
 	if uint64(op)&^tokMask != tokFetch {
 		return
 	}
@@ -886,6 +902,9 @@ func (ep *Endpoint) PeerDown(p transport.Peer, c transport.Code) {
 		if v == int64(p)+1 {
 			ep.peerOf[a] = 0
 		}
+	}
+	if ep.coll != nil {
+		ep.coll.CollPeerDown(p, Code(c))
 	}
 }
 
@@ -926,6 +945,9 @@ func (ep *Endpoint) Close() Code {
 	}
 	ep.closed = true
 	ep.failDeferred(CodeCanceled)
+	if ep.coll != nil {
+		ep.coll.CollClose()
+	}
 	for _, m := range [2]*match.Matcher[uint32, uint32]{ep.tags, ep.msgs} {
 		recvs, msgs := m.Drain(nil, nil)
 		for _, r := range recvs {

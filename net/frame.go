@@ -163,7 +163,7 @@ func decodeHeader(b []byte, f *frame) error {
 		return fmt.Errorf("%w: op %d flags %#x", errProto, f.op, f.flags)
 	}
 	if wantKind {
-		if k := transport.Kind(f.kind); k != transport.KindMsg && k != transport.KindTagged &&
+		if k := transport.Kind(f.kind); !transport.ValidKind(k) &&
 			(k != transport.KindRMAData || f.op != opEager || f.length != 0) {
 			return fmt.Errorf("%w: kind %d", errProto, f.kind)
 		}

@@ -151,7 +151,7 @@ func TestDecodeHeader_RejectsImpossibleFrames(t *testing.T) {
 		{"UnknownOp", frame{op: 99}},
 		{"ZeroOp", frame{op: 0}},
 		{"EagerTooLong", frame{op: opEager, kind: 1, length: maxWireEager + 1}},
-		{"EagerBadKind", frame{op: opEager, kind: 3, length: 1}},
+		{"EagerBadKind", frame{op: opEager, kind: 9, length: 1}}, // kinds 1-3 are msg, tagged, coll
 		{"HelloWrongLength", frame{op: opHello, length: helloLen + 1}},
 		{"RTSTooLong", frame{op: opRTS, kind: 1, length: maxMsgLen + 1}},
 		{"DataUnknownFlags", frame{op: opData, flags: 0x80}},

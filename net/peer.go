@@ -172,7 +172,7 @@ func iovLen(iov [][]byte) uint64 {
 func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
 	p := t.peer(pi)
 	if p == nil || iovLen(iov) != hdr.Len || hdr.Len > maxMsgLen ||
-		(hdr.Kind != transport.KindMsg && hdr.Kind != transport.KindTagged && (hdr.Kind != transport.KindRMAData || hdr.Len != 0)) ||
+		(!transport.ValidKind(hdr.Kind) && (hdr.Kind != transport.KindRMAData || hdr.Len != 0)) ||
 		hdr.Flags&^transport.FlagRemoteData != 0 {
 		return true, transport.EInval
 	}

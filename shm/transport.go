@@ -538,7 +538,7 @@ func getHdr(b []byte) (transport.Header, bool) {
 	h := transport.Header{Kind: transport.Kind(b[0]), Flags: b[1],
 		Group: binary.LittleEndian.Uint32(b[4:]), Tag: binary.LittleEndian.Uint64(b[8:]),
 		Data: binary.LittleEndian.Uint64(b[16:]), Len: binary.LittleEndian.Uint64(b[24:])}
-	ok := (h.Kind == transport.KindMsg || h.Kind == transport.KindTagged || h.Kind == transport.KindRMAData && h.Len == 0) &&
+	ok := (transport.ValidKind(h.Kind) || h.Kind == transport.KindRMAData && h.Len == 0) &&
 		h.Flags&^transport.FlagRemoteData == 0
 	return h, ok
 }

@@ -15,7 +15,15 @@ type Kind uint8
 const (
 	KindMsg    Kind = 1 // fi_msg: untagged
 	KindTagged Kind = 2 // fi_tagged
+	// KindColl is collective traffic (fi_collective): the engine hands it
+	// to its collective sink, never to the message matchers.
+	KindColl Kind = 3
 )
+
+// ValidKind reports whether k is a message kind (msg, tagged, coll) that
+// may carry a payload; KindRMAData (rma.go) carries none and is checked
+// apart.
+func ValidKind(k Kind) bool { return k >= KindMsg && k <= KindColl }
 
 // Header flag bits.
 const (

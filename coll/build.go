@@ -1,0 +1,121 @@
+package coll
+
+import "github.com/gofi-dev/fi/dtype"
+
+// Algorithm thresholds, in bytes of the buffer being reduced or moved
+// (after widening FLOAT16 / BFLOAT16 to float32). Chosen from the
+// measurements in doc.go; variables so tests can force either side.
+var (
+	// AllreduceRingMin: allreduce from this size uses the ring
+	// (reduce-scatter + allgather), below it recursive doubling.
+	AllreduceRingMin = 256 << 10
+	// ReduceScatterRingMin: reduce-scatter of a total input from this size
+	// uses the ring, below it recursive doubling on the whole input.
+	ReduceScatterRingMin = 64 << 10
+)
+
+// build writes the head operation's plan. Every rank of the group builds
+// the same algorithm for the same operation: the choice depends only on
+// the operation, the sizes and the group.
+func (g *Group) build(o *opState) {
+	v := ranks{me: g.rank, n: g.size}
+	p := &g.pl
+	g.fn = nil
+	if o.Coll != collJoin && g.region != nil && g.buildShm(o) {
+		return
+	}
+	es := o.Type.Size()
+	switch o.Coll {
+	case collJoin:
+		p.allgatherRing(v, g.join, recSize)
+
+	case dtype.Barrier:
+		p.barrierDissemination(v)
+
+	case dtype.Broadcast:
+		p.bcastBinomial(v, o.Root, o.Buf[:o.Count*es])
+
+	case dtype.Allreduce:
+		res, wes := g.accIn(o, o.Result, o.Count)
+		n := o.Count * wes
+		if n >= AllreduceRingMin && o.Count >= g.size {
+			_, sl := seg(o.Count, wes, g.size, 0)
+			p.allreduceRing(v, res, g.scratchBuf(1, sl), o.Count, wes)
+		} else {
+			p.allreduceRD(v, res, g.scratchBuf(1, n))
+		}
+		g.accOut(o, o.Result, res, o.Count)
+
+	case dtype.Reduce:
+		var dst []byte
+		if g.rank == o.Root {
+			dst = o.Result
+		}
+		acc, wes := g.accIn(o, dst, o.Count)
+		p.reduceBinomial(v, o.Root, acc, g.scratchBuf(1, o.Count*wes))
+		if g.rank == o.Root {
+			g.accOut(o, o.Result, acc, o.Count)
+		}
+
+	case dtype.ReduceScatter:
+		total := o.Count * g.size
+		w, wes := g.accIn(o, nil, total)
+		bs := o.Count * wes
+		mine := w[g.rank*bs : (g.rank+1)*bs]
+		if total*wes >= ReduceScatterRingMin {
+			p.reduceScatterRing(v, w, g.scratchBuf(1, bs), total, wes, 1)
+		} else {
+			p.allreduceRD(v, w, g.scratchBuf(1, total*wes))
+		}
+		g.accOut(o, o.Result, mine, o.Count)
+
+	case dtype.Allgather:
+		bs := o.Count * es
+		p.copy(o.Result[g.rank*bs:(g.rank+1)*bs], o.Buf[:bs])
+		p.allgatherRing(v, o.Result[:g.size*bs], bs)
+
+	case dtype.Alltoall:
+		p.alltoallLinear(v, o.Buf, o.Result, o.Count*es)
+
+	case dtype.Scatter:
+		p.scatterLinear(v, o.Root, o.Buf, o.Result, o.Count*es)
+
+	case dtype.Gather:
+		p.gatherLinear(v, o.Root, o.Buf, o.Result, o.Count*es)
+	}
+}
+
+// accIn sets the kernel and returns the buffer a reduction accumulates in,
+// holding count elements of this rank's input (o.Buf) in the reduction's
+// datatype: dst itself when it can be (same datatype, dst not nil), else
+// scratch 0. It returns the accumulator's element size.
+func (g *Group) accIn(o *opState, dst []byte, count int) ([]byte, int) {
+	wt := Widen(o.Type)
+	g.fn = Kernel(wt, o.Op)
+	wes := wt.Size()
+	n := count * wes
+	in := o.Buf[:count*o.Type.Size()]
+	if wt != o.Type {
+		acc := g.scratchBuf(0, n)
+		g.pl.widen(acc, in)
+		return acc, wes
+	}
+	acc := dst
+	if acc == nil {
+		acc = g.scratchBuf(0, n)
+	} else {
+		acc = acc[:n]
+	}
+	g.pl.copy(acc, in)
+	return acc, wes
+}
+
+// accOut writes count accumulated elements to dst in the caller's
+// datatype (rounding FLOAT16 / BFLOAT16 once).
+func (g *Group) accOut(o *opState, dst, acc []byte, count int) {
+	if Widen(o.Type) != o.Type {
+		g.pl.narrow(dst[:count*o.Type.Size()], acc)
+		return
+	}
+	g.pl.copy(dst[:count*o.Type.Size()], acc)
+}

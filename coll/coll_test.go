@@ -1,0 +1,190 @@
+package coll_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gofi-dev/fi/coll"
+	"github.com/gofi-dev/fi/coll/colltest"
+	"github.com/gofi-dev/fi/dtype"
+)
+
+// runCase posts c on every rank of w and compares each rank's output with
+// the serial reference.
+func (w *world) runCase(t *testing.T, c colltest.Case) {
+	t.Helper()
+	n := len(w.g)
+	args := make([]coll.Args, n)
+	in := c.Inputs()
+	for r := 0; r < n; r++ {
+		a := coll.Args{Coll: c.Coll, Type: c.Type, Op: c.Op, Count: c.Count, Root: c.Root,
+			Buf: append([]byte(nil), in[r]...), Result: make([]byte, c.ResultLen(r))}
+		if c.Coll == dtype.Broadcast && r != c.Root {
+			a.Buf = make([]byte, len(a.Buf))
+		}
+		args[r] = a
+	}
+	for r := range w.g {
+		if e := w.g[r].Post(&args[r], r); e != 0 {
+			t.Fatalf("%v: rank %d post: %v", c, r, e)
+		}
+	}
+	for r, e := range w.waitAll(nil) {
+		if e != 0 {
+			t.Fatalf("%v: rank %d completion: %v", c, r, e)
+		}
+	}
+	for r := 0; r < n; r++ {
+		want := c.WantFrom(in, r)
+		if want == nil {
+			continue
+		}
+		got := args[r].Result
+		if c.Coll == dtype.Broadcast {
+			got = args[r].Buf
+		}
+		if i := c.Diff(want, got); i >= 0 {
+			t.Fatalf("%v: rank %d differs at element %d", c, r, i)
+		}
+	}
+}
+
+func setThresholds(ar, rs int) func() {
+	a, r := coll.AllreduceRingMin, coll.ReduceScatterRingMin
+	coll.AllreduceRingMin, coll.ReduceScatterRingMin = ar, rs
+	return func() { coll.AllreduceRingMin, coll.ReduceScatterRingMin = a, r }
+}
+
+func TestReducibleMatchesIssue(t *testing.T) {
+	for typ := dtype.Type(0); typ <= dtype.Void; typ++ {
+		for op := dtype.Op(0); op <= dtype.Noop; op++ {
+			if got, want := coll.Reducible(typ, op), colltest.Reducible(typ, op); got != want {
+				t.Errorf("Reducible(%s, %s) = %v, want %v", typ.Name(), op.Name(), got, want)
+			}
+		}
+	}
+}
+
+// TestDifferential runs every collective and every reducible (datatype,
+// op) pair on 1 to 8 ranks, with sizes 0, 1, odd and larger, through both
+// algorithm choices, and compares with the serial reference.
+func TestDifferential(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	counts := []int{0, 1, 2, 3, 7, 64, 1001}
+	moves := []dtype.CollOp{dtype.Broadcast, dtype.Allgather, dtype.Alltoall, dtype.Scatter, dtype.Gather, dtype.Barrier}
+	for _, large := range []bool{false, true} {
+		for n := 1; n <= 8; n++ {
+			if large && n != 2 && n != 3 && n != 6 && n != 7 {
+				continue // the ring on powers of two and not, enough
+			}
+			t.Run(fmt.Sprintf("ranks%d/large%v", n, large), func(t *testing.T) {
+				if large {
+					defer setThresholds(0, 0)()
+				}
+				w := newWorld(n, 256)
+				if err := w.join(); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range colltest.Pairs() {
+					for _, cl := range []dtype.CollOp{dtype.Allreduce, dtype.Reduce, dtype.ReduceScatter} {
+						w.runCase(t, colltest.Case{Coll: cl, Type: dtype.Type(p[0]), Op: dtype.Op(p[1]),
+							Count: counts[rng.IntN(len(counts))], Root: rng.IntN(n), Ranks: n, Seed: rng.Uint64()})
+					}
+				}
+				for _, typ := range []dtype.Type{dtype.Int8, dtype.Uint32, dtype.Double, dtype.LongDouble, dtype.Float16} {
+					for _, cl := range moves {
+						w.runCase(t, colltest.Case{Coll: cl, Type: typ, Op: dtype.Noop,
+							Count: counts[rng.IntN(len(counts))], Root: rng.IntN(n), Ranks: n, Seed: rng.Uint64()})
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestSameBitsEverywhere: with values whose sums round differently in
+// different orders, every rank still gets the same bits.
+func TestSameBitsEverywhere(t *testing.T) {
+	for _, large := range []bool{false, true} {
+		for _, n := range []int{3, 5, 8} {
+			if large {
+				defer setThresholds(0, 0)()
+			}
+			w := newWorld(n, 256)
+			if err := w.join(); err != nil {
+				t.Fatal(err)
+			}
+			const count = 333
+			args := make([]coll.Args, n)
+			rng := rand.New(rand.NewPCG(uint64(n), 9))
+			for r := range args {
+				buf := make([]byte, count*4)
+				for i := 0; i < len(buf); i += 4 {
+					f := float32(rng.NormFloat64() * 1e3)
+					putF32(buf[i:], f)
+				}
+				args[r] = coll.Args{Coll: dtype.Allreduce, Type: dtype.Float, Op: dtype.Sum, Count: count, Buf: buf, Result: make([]byte, count*4)}
+				w.g[r].Post(&args[r], r)
+			}
+			for r, e := range w.waitAll(nil) {
+				if e != 0 {
+					t.Fatalf("rank %d: %v", r, e)
+				}
+			}
+			for r := 1; r < n; r++ {
+				if string(args[r].Result) != string(args[0].Result) {
+					t.Fatalf("ranks %d large %v: rank %d's result differs from rank 0's", n, large, r)
+				}
+			}
+		}
+	}
+}
+
+// TestMismatchDetected: ranks calling different collectives fail with an
+// error completion on every rank rather than hang or mix data.
+func TestMismatchDetected(t *testing.T) {
+	w := newWorld(4, 256)
+	if err := w.join(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range w.g {
+		a := coll.Args{Coll: dtype.Allreduce, Type: dtype.Int32, Op: dtype.Sum, Count: 4,
+			Buf: make([]byte, 16), Result: make([]byte, 16)}
+		if i == 2 {
+			a.Type = dtype.Float
+		}
+		w.g[i].Post(&a, i)
+	}
+	for i, c := range w.waitAll(nil) {
+		if c == 0 {
+			t.Errorf("rank %d: mismatched allreduce completed without error", i)
+		}
+	}
+}
+
+// TestPeerDeath: a rank that dies mid-collective gives the others error
+// completions, never a hang; later collectives fail at once.
+func TestPeerDeath(t *testing.T) {
+	w := newWorld(5, 64)
+	if err := w.join(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range w.g {
+		if i == 3 {
+			continue
+		}
+		a := coll.Args{Coll: dtype.Allreduce, Type: dtype.Int64, Op: dtype.Sum, Count: 1000,
+			Buf: make([]byte, 8000), Result: make([]byte, 8000)}
+		w.g[i].Post(&a, i)
+	}
+	w.h.kill("rank3")
+	for i, c := range w.waitAll(map[int]bool{3: true}) {
+		if i != 3 && c == 0 {
+			t.Errorf("rank %d: completed without error although rank 3 died", i)
+		}
+	}
+	if c := w.g[0].Post(&coll.Args{Coll: dtype.Barrier}, nil); c == 0 {
+		t.Error("a broken group accepted a new collective")
+	}
+}
