@@ -3,6 +3,7 @@ package coll
 import (
 	"encoding/binary"
 	"os"
+	"time"
 
 	"github.com/gofi-dev/fi/engine"
 	"github.com/gofi-dev/fi/transport"
@@ -44,6 +45,7 @@ type Endpoint struct {
 	ready   []*Group // transfers of the running round all done
 	blocked []*Group // sends to retry, aborts to send
 	spare   []*Group
+	polls   uint32
 
 	shut bool
 }
@@ -56,6 +58,7 @@ type pendingMsg struct {
 type tokEntry struct {
 	g     *Group
 	act   int32
+	seq   uint32 // the operation it belongs to: completions of a finished one are stale
 	fetch bool
 	peer  transport.Peer
 }
@@ -236,6 +239,12 @@ func (e *Endpoint) recentlyClosed(id uint32) bool {
 // CollArrive routes a collective message to its group.
 func (e *Endpoint) CollArrive(p transport.Peer, hdr *transport.Header, eager []byte, cookie uint64) bool {
 	g := e.groups[hdr.Group]
+	if g == nil && hdr.Data>>60 == ctrlPing {
+		if eager == nil {
+			e.eng.CollDiscard(p, cookie)
+		}
+		return true
+	}
 	if g == nil {
 		if e.shut || e.recentlyClosed(hdr.Group) {
 			if eager == nil {
@@ -261,11 +270,17 @@ func (e *Endpoint) CollArrive(p transport.Peer, hdr *transport.Header, eager []b
 		}
 		return true // not a member: ignored
 	}
-	if hdr.Data>>60 == ctrlAbort {
+	switch hdr.Data >> 60 {
+	case ctrlAbort:
 		if eager == nil {
 			e.eng.CollDiscard(p, cookie)
 		}
 		g.remoteAbort(engine.Code(uint32(hdr.Data)))
+		return true
+	case ctrlPing:
+		if eager == nil {
+			e.eng.CollDiscard(p, cookie)
+		}
 		return true
 	}
 	return g.arrive(r, p, hdr, eager, cookie)
@@ -278,7 +293,14 @@ func (e *Endpoint) CollSendDone(tok uint64, c engine.Code) {
 	}
 	t := e.toks[tok]
 	e.freeTok(uint32(tok))
-	if t.g != nil {
+	switch {
+	case t.g == nil:
+	case t.act < 0: // a ping
+		if c != 0 {
+			t.g.fail(c)
+		}
+	case t.g.stale(t.seq):
+	default:
 		t.g.sendDone(int(t.act), c)
 	}
 }
@@ -291,7 +313,7 @@ func (e *Endpoint) CollFetchDone(tok uint64, n int, c engine.Code) {
 	t := e.toks[tok]
 	e.freeTok(uint32(tok))
 	e.eng.CollFetchEnd(t.peer)
-	if t.g != nil {
+	if t.g != nil && !t.g.stale(t.seq) {
 		t.g.fetchDone(int(t.act), n, c)
 	}
 }
@@ -322,7 +344,7 @@ func (e *Endpoint) CollProgress() bool {
 	did := false
 	if len(e.blocked) > 0 {
 		bl := e.blocked
-		e.blocked = e.spare[:0]
+		e.blocked = e.spare[:0] // sendAborts may queue its group again
 		for _, g := range bl {
 			if g.abortTo {
 				g.sendAborts()
@@ -343,6 +365,12 @@ func (e *Endpoint) CollProgress() bool {
 	}
 	if e.shmPoll() {
 		did = true
+	}
+	if e.polls++; e.polls&4095 == 0 && len(e.groups) > 0 {
+		now := time.Now()
+		for _, g := range e.groups {
+			g.watch(now)
+		}
 	}
 	return did
 }
@@ -408,6 +436,9 @@ func (e *Endpoint) newTok(g *Group, act int, fetch bool) uint32 {
 		i = uint32(len(e.toks) - 1)
 	}
 	e.toks[i] = tokEntry{g: g, act: int32(act), fetch: fetch}
+	if g.qLen > 0 {
+		e.toks[i].seq = g.head().seq
+	}
 	return i
 }
 

@@ -1,6 +1,8 @@
 package coll
 
 import (
+	"time"
+
 	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/engine"
 	"github.com/gofi-dev/fi/transport"
@@ -37,6 +39,7 @@ const collJoin dtype.CollOp = 15
 
 // Control values in the top four bits of a message's Data.
 const (
+	ctrlPing  = 13 // liveness probe, ignored by the receiver
 	ctrlAbort = 14 // the group failed; low 32 bits: the errno
 	ctrlJoin  = 15
 )
@@ -109,18 +112,20 @@ type Group struct {
 	qLen  int
 	seq   uint32 // next sequence number to assign
 
-	pl       planner
-	fn       Func // kernel of the running operation
-	round    int  // running round; -1 when no plan runs
-	pending  int  // transfers of the round not done
-	ready    bool // queued on e.ready: the round's transfers are done
-	blocked  bool // a send met a full transport; retry on progress
-	running  bool // the head operation's plan has started
-	starting bool // startRound is starting transfers
-	inflight int  // transport operations of the head operation in flight
-	failed   engine.Code
-	abortTo  bool // abort messages still to send
-	closed   bool
+	pl        planner
+	fn        Func // kernel of the running operation
+	round     int  // running round; -1 when no plan runs
+	pending   int  // transfers of the round not done
+	ready     bool // queued on e.ready: the round's transfers are done
+	blocked   bool // a send met a full transport; retry on progress
+	running   bool // the head operation's plan has started
+	starting  bool // startRound is starting transfers
+	inflight  int  // transport operations of the head operation in flight
+	fetching  int  // of which fetches (they write into the caller's buffers)
+	failed    engine.Code
+	abortTo   bool   // abort messages still to send
+	abortLeft []bool // per rank: abort not sent yet
+	closed    bool
 
 	fifos   []fifo
 	scratch [3][]byte
@@ -130,7 +135,10 @@ type Group struct {
 	joinDone bool
 
 	abortHdr transport.Header
-	region   *region // node-local shared memory (nil: none)
+	pingHdr  transport.Header
+	moved    bool      // a transfer completed since the last watch
+	lastMove time.Time // when the watch last saw the operation move
+	region   *region   // node-local shared memory (nil: none)
 }
 
 // Rank returns this endpoint's rank in the group.
@@ -172,6 +180,11 @@ func (g *Group) Post(a *Args, ctx any) engine.Code {
 }
 
 func (g *Group) head() *opState { return &g.q[g.qHead] }
+
+// stale reports whether a transport completion of operation seq comes
+// after that operation finished (a failed one completes without waiting
+// for the sends a transport still holds).
+func (g *Group) stale(seq uint32) bool { return !g.running || g.head().seq != seq }
 
 // scratchBuf returns scratch buffer i with n bytes (grown, never shrunk:
 // no allocation once a group has run its largest operation).
@@ -267,6 +280,7 @@ func (g *Group) transferDone(i int) {
 		return
 	}
 	a.done = true
+	g.moved = true
 	g.pending--
 	if g.pending == 0 && !g.starting {
 		g.e.markReady(g)
@@ -386,6 +400,7 @@ func (g *Group) land(i int, p transport.Peer, hdr *transport.Header, eager []byt
 	}
 	a.busy = true
 	g.inflight++
+	g.fetching++
 }
 
 func (g *Group) fetched(i, n int, c engine.Code) {
@@ -402,6 +417,7 @@ func (g *Group) fetched(i, n int, c engine.Code) {
 
 func (g *Group) fetchDone(i, n int, c engine.Code) {
 	g.inflight--
+	g.fetching--
 	g.pl.acts[i].busy = false
 	g.fetched(i, n, c)
 	g.maybeFinishFailed()
@@ -465,7 +481,12 @@ func (g *Group) complete(c engine.Code) {
 	if o.Coll == collJoin {
 		flags |= engine.FlagCompletion // a join always reports
 	}
-	g.pl.reset()
+	if g.inflight == 0 {
+		g.pl.reset()
+	} else {
+		g.pl = planner{} // transports still hold headers in the old one
+		g.inflight, g.fetching = 0, 0
+	}
 	g.running, g.round = false, -1
 	*o = opState{}
 	g.qHead = (g.qHead + 1) % qCap
@@ -493,8 +514,12 @@ func (g *Group) fail(c engine.Code) {
 	g.maybeFinishFailed()
 }
 
+// A failed operation completes once no fetch writes into its buffers any
+// more. Sends may still be held by a transport (a peer that stopped
+// polling never takes them): they only read the caller's buffers, and the
+// plan that holds their headers is then kept, not reused.
 func (g *Group) maybeFinishFailed() {
-	if g.failed == 0 || g.inflight > 0 || !g.running {
+	if g.failed == 0 || g.fetching > 0 || !g.running {
 		return
 	}
 	g.complete(g.failed)
@@ -512,17 +537,33 @@ func (g *Group) drainFailed() {
 	}
 }
 
-// sendAborts tells every other member that the group failed. Best effort:
-// a full transport or a dead peer is skipped (the peer learns of the
-// failure from its own transport or from another member).
+// sendAborts tells every other member that the group failed, retrying
+// (from progress) a member whose transport has no room or is still
+// connecting, until each abort is sent or its send fails (a dead peer
+// learns nothing, and needs to).
 func (g *Group) sendAborts() {
-	g.abortTo = false
-	g.abortHdr = transport.Header{Kind: transport.KindColl, Group: g.id,
-		Tag: uint64(g.rank), Data: ctrlAbort<<60 | uint64(uint32(g.failed))}
-	for r := 0; r < g.size; r++ {
-		if r != g.rank {
-			g.e.eng.CollSend(g.peers[r], &g.abortHdr, nil, uint64(abortTok))
+	if g.abortLeft == nil {
+		g.abortLeft = make([]bool, g.size)
+		for r := range g.abortLeft {
+			g.abortLeft[r] = r != g.rank
 		}
+		g.abortHdr = transport.Header{Kind: transport.KindColl, Group: g.id,
+			Tag: uint64(g.rank), Data: ctrlAbort<<60 | uint64(uint32(g.failed))}
+	}
+	g.abortTo = false
+	for r, left := range g.abortLeft {
+		if !left {
+			continue
+		}
+		_, c := g.e.eng.CollSend(g.peers[r], &g.abortHdr, nil, uint64(abortTok))
+		if c == engine.CodeAgain {
+			g.abortTo = true
+			continue
+		}
+		g.abortLeft[r] = false
+	}
+	if g.abortTo {
+		g.e.markBlocked(g)
 	}
 }
 
@@ -565,5 +606,47 @@ func (g *Group) close() {
 	if g.region != nil {
 		g.region.close()
 		g.region = nil
+	}
+}
+
+// pingAfter is how long a receive may wait without the operation moving
+// before its sender is pinged: a ping to a dead peer fails in its
+// transport (connection refused, region gone), which breaks the group,
+// so a rank never waits forever for a peer no transport noticed die.
+var pingAfter = time.Second
+
+// watch is called now and then while operations run (see CollProgress).
+func (g *Group) watch(now time.Time) {
+	if !g.running || g.failed != 0 {
+		return
+	}
+	if g.moved || g.lastMove.IsZero() {
+		g.moved = false
+		g.lastMove = now
+		return
+	}
+	if now.Sub(g.lastMove) < pingAfter {
+		return
+	}
+	g.lastMove = now
+	lo, hi := g.roundRange()
+	for i := lo; i < hi && g.failed == 0; i++ {
+		if a := &g.pl.acts[i]; a.kind == actRecv && !a.done && !a.busy {
+			g.ping(int(a.peer))
+		}
+	}
+}
+
+// ping sends a zero-byte control message the receiver ignores; only its
+// failure matters.
+func (g *Group) ping(r int) {
+	g.pingHdr = transport.Header{Kind: transport.KindColl, Group: g.id, Tag: uint64(g.rank), Data: ctrlPing << 60}
+	tok := g.e.newTok(g, -1, false)
+	done, c := g.e.eng.CollSend(g.peers[r], &g.pingHdr, nil, uint64(tok))
+	if done || c != 0 {
+		g.e.freeTok(tok)
+	}
+	if c != 0 && c != engine.CodeAgain {
+		g.fail(c)
 	}
 }
