@@ -149,7 +149,7 @@ func TestEnvRankNeverArrives(t *testing.T) {
 			t.Errorf("rank %d: %v, want ErrTimedOut", i, err)
 		}
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("took %v", took)
 	}
 	t.Logf("rank 0: %v\nrank 1: %v", errs[0], errs[1])
@@ -161,7 +161,7 @@ func TestEnvRankZeroNeverArrives(t *testing.T) {
 	port := mustFreePort(t)
 	start := time.Now()
 	_, errs := envJobs(t, 2, port, 500*time.Millisecond, []int{1})
-	if !errors.Is(errs[0], fi.ErrTimedOut) || time.Since(start) > 5*time.Second {
+	if !errors.Is(errs[0], fi.ErrTimedOut) || time.Since(start) > 20*time.Second {
 		t.Errorf("%v after %v, want ErrTimedOut", errs[0], time.Since(start))
 	}
 }
@@ -238,7 +238,7 @@ func TestEnvRankLeaves(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if took := time.Since(start); took > 5*time.Second {
+	if took := time.Since(start); took > 20*time.Second {
 		t.Errorf("the failure took %v", took)
 	}
 }
@@ -263,10 +263,22 @@ func TestEnvRankZeroLeaves(t *testing.T) {
 // fail with ErrTimedOut naming it.
 func TestEnvFenceTimeout(t *testing.T) {
 	port := mustFreePort(t)
-	jobs, errs := envJobs(t, 3, port, 500*time.Millisecond, allRanks(3))
+	jobs, errs := envJobs(t, 3, port, 20*time.Second, allRanks(3))
 	for _, err := range errs {
 		if err != nil {
 			t.Fatal(err)
+		}
+	}
+	// Joined with a long timeout (a loaded machine), the fence gets a
+	// short one.
+	for _, j := range jobs {
+		switch kv := j.kv.(type) {
+		case *rdzvServer:
+			kv.mu.Lock()
+			kv.cfg.timeout = 500 * time.Millisecond
+			kv.mu.Unlock()
+		case *rdzvClient:
+			kv.cfg.timeout = 500 * time.Millisecond
 		}
 	}
 	var wg sync.WaitGroup

@@ -171,7 +171,7 @@ func TestPMIAbort(t *testing.T) {
 // TestPMIFaults: what a launcher does wrong becomes a clear fi.Errno
 // within the timeout, never a hang or a panic.
 func TestPMIFaults(t *testing.T) {
-	const timeout = 300 * time.Millisecond
+	const timeout = time.Second // long enough for a loaded machine, short for the no-answer rows
 	type fault struct {
 		name  string
 		on    string // request command the fault answers
@@ -260,7 +260,7 @@ func TestPMIFaults(t *testing.T) {
 				if !errors.Is(err, fl.want) {
 					t.Fatalf("got %v, want %v", err, fl.want)
 				}
-				if took > timeout+2*time.Second {
+				if took > timeout+10*time.Second {
 					t.Errorf("the error took %v (timeout %v)", took, timeout)
 				}
 				// After a fault that may leave a reply in flight the
@@ -279,13 +279,13 @@ func TestPMIFaults(t *testing.T) {
 func TestPMIRankNeverArrives(t *testing.T) {
 	for _, pmi := range []string{"1", "2"} {
 		f := newFakePMI(t, 2)
-		j, err := f.job(0, pmi, 300*time.Millisecond)
+		j, err := f.job(0, pmi, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
 		err = j.Fence()
-		if !errors.Is(err, fi.ErrTimedOut) || time.Since(start) > 3*time.Second {
+		if !errors.Is(err, fi.ErrTimedOut) || time.Since(start) > 15*time.Second {
 			t.Errorf("pmi%s: Fence without rank 1: %v after %v, want ErrTimedOut", pmi, err, time.Since(start))
 		}
 	}
@@ -293,7 +293,7 @@ func TestPMIRankNeverArrives(t *testing.T) {
 
 // TestPMIInitFaults: bad environments and bad start-up replies.
 func TestPMIInitFaults(t *testing.T) {
-	cfg := config{timeout: 300 * time.Millisecond}
+	cfg := config{timeout: time.Second}
 	env := func(kv ...string) func(string) string {
 		m := map[string]string{}
 		for i := 0; i+1 < len(kv); i += 2 {
@@ -359,7 +359,7 @@ func TestPMIInitFaults(t *testing.T) {
 			}
 			return []byte(bad.reply + "\n"), false
 		}
-		_, err := f.job(0, bad.pmi, 300*time.Millisecond)
+		_, err := f.job(0, bad.pmi, time.Second)
 		if !errors.Is(err, fi.ErrRemoteIO) {
 			t.Errorf("pmi%s, %s answered %q: %v, want ErrRemoteIO", bad.pmi, bad.on, bad.reply, err)
 		}
