@@ -27,23 +27,31 @@ type addrKey [addrKeyLen]byte
 
 // encodeSockaddr returns ap in the Linux sockaddr layout.
 func encodeSockaddr(ap netip.AddrPort) []byte {
+	n := sockaddr6
+	if a := ap.Addr(); a.Is4() || a.Is4In6() {
+		n = sockaddr4
+	}
+	b := make([]byte, n)
+	putSockaddr(b, ap)
+	return b
+}
+
+// putSockaddr writes encodeSockaddr's bytes into b (long enough).
+func putSockaddr(b []byte, ap netip.AddrPort) {
 	a := ap.Addr()
 	if a.Is4() || a.Is4In6() {
-		b := make([]byte, sockaddr4)
 		binary.LittleEndian.PutUint16(b[0:], afInet)
 		binary.BigEndian.PutUint16(b[2:], ap.Port())
 		v4 := a.Unmap().As4()
 		copy(b[4:8], v4[:])
-		return b
+		return
 	}
-	b := make([]byte, sockaddr6)
 	binary.LittleEndian.PutUint16(b[0:], afInet6)
 	binary.BigEndian.PutUint16(b[2:], ap.Port())
 	v6 := a.As16()
 	copy(b[8:24], v6[:])
 	// Scope ids are kept only when numeric; zone names cannot be mapped
 	// without an interface lookup, which Resolve must not do.
-	return b
 }
 
 // parseSockaddr reads a sockaddr produced by encodeSockaddr (or by C code
@@ -73,6 +81,6 @@ func keyOf(ap netip.AddrPort) addrKey {
 	if ap.Addr().Is4In6() {
 		ap = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 	}
-	copy(k[:], encodeSockaddr(ap))
+	putSockaddr(k[:], ap)
 	return k
 }

@@ -61,7 +61,9 @@ type tconn struct {
 	curOff     int
 	discard    [4096]byte
 	src        connSrc
-	pre        []byte // bytes Poll read from the socket, not yet decoded
+	pre        []byte        // bytes Poll read from the socket, not yet decoded
+	riov       [9]unix.Iovec // readDirect's scratch
+	owner      bool          // Poll is decoding (push.go: the engine may be called)
 	pbuf       []byte
 	dead       bool // Poll saw it fail while owning the loop
 	shaking    bool // counted in t.handshakes (loop only)
@@ -76,7 +78,9 @@ type tconn struct {
 	gated    bool // the connection switched to: writes wait for RETIRE ack
 	viaName  bool // inbound, dialed at exactly our announced address
 	werr     error
-	inEpoll  bool
+	inEpoll  bool        // registered with the flusher
+	armed    bool        // the flusher's one-shot EPOLLOUT is armed
+	outq     atomic.Bool // the send queue holds bytes (set and cleared under mu; read by Poll)
 	q        []outEntry
 	qh       int
 	queued   int // bytes copied into q (the high-water mark counts these)
@@ -85,6 +89,21 @@ type tconn struct {
 	trunc    [][]byte
 	rmaHdr   [hdrSize + rma.MaxReqHeader]byte // an RMA request's headers (rma.go)
 	rmaPay   [][]byte
+}
+
+// newTconn makes a connection's state with its scratch and queue space,
+// so that its first messages of any size allocate nothing.
+func newTconn(t *Transport) *tconn {
+	tc := &tconn{t: t, iovs: make([]unix.Iovec, 0, maxIOV), q: make([]outEntry, 8)}
+	for i := range tc.q {
+		tc.q[i].iov = make([][]byte, 0, 4)
+	}
+	tc.q = tc.q[:0]
+	if !t.cfg.LoopOnly { // Poll reads into pre once it owns the loop
+		tc.pbuf = make([]byte, 2*ownRead)
+		tc.pre = tc.pbuf[:0]
+	}
+	return tc
 }
 
 // outEntry is a frame (or its unwritten tail) waiting in a send queue.
@@ -98,11 +117,6 @@ type outEntry struct {
 	op    transport.Op
 	hasOp bool // SendDone(op) when the last byte is written
 }
-
-var (
-	smallPool = sync.Pool{New: func() any { b := make([]byte, smallBuf); return &b }}
-	largePool = sync.Pool{New: func() any { b := make([]byte, maxWireEager+hdrSize); return &b }}
-)
 
 // writeDirect writes hdr and iov with one writev. The peer's mu is held.
 func (tc *tconn) writeDirect(hdr []byte, iov [][]byte) (int, error) {
@@ -129,11 +143,11 @@ func iovec(b []byte) unix.Iovec {
 // SendDone(op) follows once they are written.
 func (tc *tconn) enqueueCopy(hdr []byte, iov [][]byte, skip int, op transport.Op, hasOp bool) {
 	total := len(hdr) + int(iovLen(iov)) - skip
-	pool := &smallPool
+	list := tc.t.qsmall
 	if total > smallBuf {
-		pool = &largePool
+		list = tc.t.qlarge
 	}
-	own := pool.Get().(*[]byte)
+	own := list.get(0)
 	if cap(*own) < total {
 		*own = make([]byte, total)
 	}
@@ -172,6 +186,7 @@ func (tc *tconn) enqueueRef(hdr []byte, iov [][]byte, skip int, op transport.Op)
 }
 
 func (tc *tconn) push() *outEntry {
+	tc.outq.Store(true)
 	if tc.qh == len(tc.q) {
 		tc.q, tc.qh = tc.q[:0], 0
 	}
@@ -194,9 +209,9 @@ func (tc *tconn) pop(code transport.Code) {
 	if e.own != nil {
 		tc.queued -= len(e.iov[0])
 		if cap(*e.own) > smallBuf {
-			largePool.Put(e.own)
+			tc.t.qlarge.put(e.own)
 		} else {
-			smallPool.Put(e.own)
+			tc.t.qsmall.put(e.own)
 		}
 		e.own = nil
 	}
@@ -211,6 +226,7 @@ func (tc *tconn) failQueue(code transport.Code) {
 		tc.pop(code)
 	}
 	tc.q, tc.qh = tc.q[:0], 0
+	tc.outq.Store(false)
 }
 
 // flushLocked writes queued frames until the queue is empty or the socket
@@ -263,6 +279,7 @@ func (p *peer) flushLocked(tc *tconn) error {
 		}
 	}
 	tc.q, tc.qh = tc.q[:0], 0
+	tc.outq.Store(false)
 	return nil
 }
 
@@ -270,7 +287,8 @@ func (p *peer) flushLocked(tc *tconn) error {
 // timeout) and enrolls the socket in the gnet loop, which never blocks.
 func (p *peer) dialLocked() *tconn {
 	t := p.t
-	tc := &tconn{t: t, peer: p, dialed: true, fd: -1}
+	tc := newTconn(t)
+	tc.peer, tc.dialed, tc.fd = p, true, -1
 	p.tx = tc
 	t.wantRelease.Store(true) // enrolling the socket needs the loop
 	t.dials.Add(1)
@@ -354,9 +372,15 @@ func (l *loop) OnTick() (time.Duration, gnet.Action) {
 
 func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	t := l.t
+	if _, ok := c.Context().(parkMark); ok {
+		if t.el.Load() == nil {
+			t.el.Store(&evLoop{c.EventLoop()})
+		}
+		return nil, gnet.None
+	}
 	tc, _ := c.Context().(*tconn)
 	if tc == nil {
-		tc = &tconn{t: t}
+		tc = newTconn(t)
 		c.SetContext(tc)
 	}
 	tc.gc = c
@@ -366,7 +390,7 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		t.handshakes.Add(1)
 	}
 	if t.el.Load() == nil {
-		t.el.Store(c.EventLoop())
+		t.el.Store(&evLoop{c.EventLoop()})
 	}
 	if t.closing.Load() {
 		return nil, gnet.Close
@@ -399,6 +423,11 @@ func (tc *tconn) buildHello() {
 func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
 	tc, _ := c.Context().(*tconn)
 	if tc == nil {
+		if _, ok := c.Context().(parkMark); ok {
+			_, _ = c.Discard(-1)
+			_ = l.t.parkTask(context.Background())
+			return gnet.None
+		}
 		return gnet.Close
 	}
 	tc.src.tc, tc.src.gc = tc, c
@@ -499,7 +528,14 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 	p := tc.peer
 	t := tc.t
 	switch f.op {
+	case opPush:
+		return tc.pushStart(f)
 	case opEager, opRTS:
+		if tc.owner && t.sink != nil {
+			if handled, err := tc.arriveNow(f); handled || err != nil {
+				return handled, err
+			}
+		}
 		cost := int64(hdrSize)
 		plen := 0
 		if f.op == opEager {
@@ -522,14 +558,7 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 		if over {
 			return false, fmt.Errorf("%w: peer exceeded the receive window", errProto)
 		}
-		binary.LittleEndian.PutUint32(b[0:], uint32(p.idx))
-		binary.LittleEndian.PutUint32(b[4:], epoch)
-		b[8], b[9], b[10], b[11] = f.op, f.flags, f.kind, 0
-		binary.LittleEndian.PutUint32(b[12:], f.group)
-		binary.LittleEndian.PutUint64(b[16:], f.tag)
-		binary.LittleEndian.PutUint64(b[24:], f.data)
-		binary.LittleEndian.PutUint64(b[32:], f.length)
-		binary.LittleEndian.PutUint64(b[40:], f.cookie)
+		putRec(b, p.idx, epoch, f, f.cookie)
 		if err := readFull(src, b[msgRecHdr:]); err != nil {
 			return false, err
 		}
@@ -595,7 +624,7 @@ func (tc *tconn) dataStart(f *frame) error {
 		return fmt.Errorf("%w: DATA id", errProto)
 	}
 	s := p.fetches.get(uint32(f.cookie))
-	if s == nil || s.got != 0 || f.length > s.cap || f.flags&dataErr != 0 && s.rop == nil ||
+	if s == nil || s.push || s.got != 0 || f.length > s.cap || f.flags&dataErr != 0 && s.rop == nil ||
 		s.rop != nil && f.flags&dataErr == 0 && f.length != s.cap {
 		return fmt.Errorf("%w: DATA for no fetch of that size", errProto)
 	}
@@ -632,7 +661,17 @@ func (tc *tconn) dataChunk(src inbound, n int) error {
 			tc.curSeg, tc.curOff = tc.curSeg+1, 0
 		}
 		if tc.curSeg == len(s.dst) {
-			return fmt.Errorf("%w: DATA overruns the fetch", errProto)
+			if !s.push { // a push to a shorter buffer drops the rest (truncated)
+				return fmt.Errorf("%w: DATA overruns the fetch", errProto)
+			}
+			for n > 0 {
+				k := min(n, len(tc.discard))
+				if err := readFull(src, tc.discard[:k]); err != nil {
+					return err
+				}
+				n -= k
+			}
+			return nil
 		}
 		seg := s.dst[tc.curSeg][tc.curOff:]
 		k := min(n, len(seg))
@@ -657,6 +696,10 @@ func (tc *tconn) dataEnd() error {
 	}
 	if s.rop != nil {
 		p.rmaSubDoneLocked(s, tc.curID, transport.OK)
+		return nil
+	}
+	if s.push {
+		p.pushEndLocked(s, tc.curID)
 		return nil
 	}
 	tc.t.push(event{kind: evFetchDone, op: s.op, n: int(s.got)})

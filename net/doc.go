@@ -30,6 +30,11 @@
 //     and rendezvous payloads are handled on the loop directly, the latter
 //     copied from gnet's buffer straight into the destination given to
 //     Fetch.
+//   - An engine that keeps polling borrows the loop (own.go): Poll then
+//     reads the sockets itself and hands each message to the engine from
+//     inside the decoder, an eager payload as a slice of its read buffer
+//     (no ring), a pushed payload read from the socket straight into the
+//     receive the engine matched (push.go).
 //   - The application's goroutine (the engine) calls Send, Fetch, Discard,
 //     Resolve and Poll. Send writes to the socket itself with a
 //     non-blocking writev when nothing is queued ahead of it: no hop to the
@@ -40,6 +45,17 @@
 //     in the socket wait in a bounded per-connection queue; a flusher
 //     goroutine sleeping in its own epoll set (EPOLLOUT, one-shot) drains it
 //     when the socket becomes writable.
+//
+// # Protocols by size
+//
+//   - eager (up to MaxEager, 16 KiB): header and payload in one frame;
+//   - pushed (up to PushMax, 256 KiB): one PUSH frame, header then
+//     payload, written with one writev from the sender's buffers; the
+//     receiver reads it into the matched receive, or buffers it when no
+//     receive matches yet (push.go);
+//   - rendezvous (larger, or when the peer's window is half spent):
+//     ready-to-send, clear-to-send from the receiver once a receive
+//     matched, then the payload from the sender's buffers.
 //
 // # Flow control
 //

@@ -40,18 +40,24 @@ func newFlusher(t *Transport) (*flusher, error) {
 	return f, nil
 }
 
-// arm asks for one EPOLLOUT event on tc. The peer's mu is held.
+// arm asks for one EPOLLOUT event on tc, unless one is armed already.
+// The peer's mu is held.
 func (f *flusher) arm(tc *tconn) error {
+	if tc.armed {
+		return nil
+	}
 	ev := unix.EpollEvent{Events: unix.EPOLLOUT | unix.EPOLLONESHOT, Fd: int32(tc.fd)}
 	if tc.inEpoll {
-		return unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, tc.fd, &ev)
+		err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, tc.fd, &ev)
+		tc.armed = err == nil
+		return err
 	}
 	err := unix.EpollCtl(f.epfd, unix.EPOLL_CTL_ADD, tc.fd, &ev)
 	if err == unix.EEXIST {
 		err = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_MOD, tc.fd, &ev)
 	}
 	if err == nil {
-		tc.inEpoll = true
+		tc.inEpoll, tc.armed = true, true
 	}
 	return err
 }
@@ -60,7 +66,7 @@ func (f *flusher) arm(tc *tconn) error {
 func (f *flusher) del(tc *tconn) {
 	if tc.inEpoll {
 		_ = unix.EpollCtl(f.epfd, unix.EPOLL_CTL_DEL, tc.fd, nil)
-		tc.inEpoll = false
+		tc.inEpoll, tc.armed = false, false
 	}
 }
 
@@ -88,6 +94,7 @@ func (f *flusher) run() {
 			}
 			p := tc.peer
 			p.mu.Lock()
+			tc.armed = false // the one-shot fired
 			if tc.ready && !tc.closed && tc.inEpoll {
 				if err := p.flushLocked(tc); err != nil {
 					p.breakLocked(tc, err)

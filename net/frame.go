@@ -15,17 +15,18 @@ import (
 //	  0    2 magic (0x6667, "gf")
 //	  2    1 op
 //	  3    1 flags (transport.Header flags; for CTS: ctsDiscard)
-//	  4    1 kind (transport.Kind for EAGER and RTS, else 0)
+//	  4    1 kind (transport.Kind for EAGER, RTS and PUSH, else 0)
 //	  5    3 reserved, zero
 //	  8    8 tag
 //	 16    8 data (remote CQ data; for CTS: the receiver's fetch id; for
 //	         DATA with dataErr: the error status)
 //	 24    8 length (payload bytes following the header for HELLO, AUTH,
-//	         EAGER, DATA and RMA; the message length for RTS; the bytes
-//	         wanted for CTS; the credit returned for CREDIT; 0 for RETIRE)
+//	         EAGER, PUSH, DATA and RMA; the message length for RTS; the
+//	         bytes wanted for CTS; the credit returned for CREDIT; 0 for
+//	         RETIRE)
 //	 32    8 cookie (RTS and CTS: the sender's cookie; DATA: the fetch id;
 //	         RMA: the initiator's fetch id its answer goes to)
-//	 40    4 peer group id (EAGER and RTS; fi_av(3) PEER GROUPS), else 0
+//	 40    4 peer group id (EAGER, RTS and PUSH; fi_av(3) PEER GROUPS), else 0
 //	 44    4 reserved, zero
 //	 48      total
 const (
@@ -58,7 +59,8 @@ const (
 	// its payload), executed by the target's loop; the answer is a DATA
 	// frame to the request's fetch id (dataErr with a status on failure).
 	opRMA  uint8 = 9
-	opLast       = opRMA
+	opPush uint8 = 10 // a whole message, header then length payload bytes read as a stream (push.go)
+	opLast       = opPush
 )
 
 const (
@@ -137,6 +139,8 @@ func decodeHeader(b []byte, f *frame) error {
 		maxLen, wantKind, flagMask = maxWireEager, true, transport.FlagRemoteData
 	case opRTS:
 		maxLen, wantKind, flagMask = maxMsgLen, true, transport.FlagRemoteData
+	case opPush:
+		maxLen, wantKind, flagMask = maxWirePush, true, transport.FlagRemoteData
 	case opCTS:
 		maxLen, flagMask = maxMsgLen, ctsDiscard
 	case opData:
@@ -276,6 +280,10 @@ func (d *decoder) run(src inbound, h frameHandler) (stalled bool, err error) {
 			if !ok {
 				return true, nil
 			}
+			if d.f.op == opPush { // its payload follows, read like DATA's
+				d.f.op, d.left = opData, d.f.length
+				continue
+			}
 		}
 		d.have = false
 	}
@@ -338,6 +346,19 @@ func (d *decoder) rma(src inbound, h frameHandler) (ok bool, err error) {
 	d.rmaBody, d.rn = false, 0
 	return true, h.rmaEnd()
 }
+
+// dataLeft is the number of DATA payload bytes the decoder still expects
+// (0 outside a DATA frame).
+func (d *decoder) dataLeft() uint64 {
+	if d.have && d.f.op == opData {
+		return d.left
+	}
+	return 0
+}
+
+// tookData accounts n DATA payload bytes the handler took from the stream
+// itself (n <= dataLeft()); the next run ends the frame when none are left.
+func (d *decoder) tookData(n uint64) { d.left -= n }
 
 func readFull(src inbound, p []byte) error {
 	for len(p) > 0 {

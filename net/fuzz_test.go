@@ -41,7 +41,13 @@ func (h *fuzzHandler) frame(f *frame, src inbound) (bool, error) {
 		}
 	}
 	h.frames++
-	return h.frames%7 != 0, nil // stall now and then
+	if h.frames%7 == 0 {
+		return false, nil // stall now and then
+	}
+	if f.op == opPush { // its payload follows as a stream, like DATA's
+		h.dataLen, h.got = f.length, 0
+	}
+	return true, nil
 }
 
 func (h *fuzzHandler) dataStart(f *frame) error {
@@ -116,6 +122,8 @@ func FuzzDecode(f *testing.F) {
 	aq.Encode(ah)
 	f.Add(append(append(hdr(frame{op: opRMA, cookie: 4, length: uint64(len(ah)) + 16}), ah...), make([]byte, 16)...), uint8(5))
 	f.Add(append(hdr(frame{op: opData, flags: dataErr, data: 13, cookie: 4}), hdr(frame{op: opData, length: 8, cookie: 5})...), uint8(11))
+	f.Add(append(append(hdr(frame{op: opPush, kind: 1, length: 100, tag: 3}), make([]byte, 100)...), eager...), uint8(9))
+	f.Add(append(hdr(frame{op: opPush, kind: 2, flags: 1, length: maxWirePush}), make([]byte, 70)...), uint8(33))
 	f.Fuzz(func(t *testing.T, data []byte, step uint8) {
 		src := &chunked{data: data}
 		var d decoder
@@ -159,6 +167,9 @@ func TestDecodeHeader_RejectsImpossibleFrames(t *testing.T) {
 		{"RetireWithLength", frame{op: opRetire, length: 1}},
 		{"RetireUnknownFlags", frame{op: opRetire, flags: 2}},
 		{"RetireTag", frame{op: opRetire, kind: 1}},
+		{"PushTooLong", frame{op: opPush, kind: 1, length: maxWirePush + 1}},
+		{"PushBadKind", frame{op: opPush, kind: 0, length: 1}},
+		{"PushCTSFlag", frame{op: opPush, kind: 1, flags: 2, length: 1}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,8 +40,16 @@ type peer struct {
 }
 
 func newPeer(t *Transport, idx transport.Peer, ap netip.AddrPort) *peer {
-	return &peer{t: t, idx: idx, ap: ap, addr: encodeSockaddr(ap), credit: minWindow}
+	p := &peer{t: t, idx: idx, ap: ap, addr: encodeSockaddr(ap), credit: minWindow}
+	p.sends.init(slotsAtStart)
+	p.fetches.init(slotsAtStart)
+	return p
 }
+
+// slotsAtStart is how many rendezvous sends and fetches (pushes included)
+// a peer's tables hold from the start: the first large messages to or
+// from a peer allocate nothing.
+const slotsAtStart = 8
 
 // sendSlot is a rendezvous send waiting for clear-to-send.
 type sendSlot struct {
@@ -52,16 +60,26 @@ type sendSlot struct {
 	iov    [][]byte
 }
 
-// fetchSlot is a Fetch waiting for its DATA frame, or one request of an
-// RMA operation waiting for its answer (rop set; rma.go).
+// fetchSlot is a Fetch waiting for its DATA frame, one request of an RMA
+// operation waiting for its answer (rop set; rma.go), or a pushed message
+// being received (push set; push.go).
 type fetchSlot struct {
 	gen  uint16
 	used bool
 	op   transport.Op
-	cap  uint64
-	got  uint64
-	dst  [][]byte
+	cap  uint64   // bytes the DATA frame may carry; a push's payload length
+	got  uint64   // bytes written to dst
+	dst  [][]byte // where the payload goes
 	rop  *rmaOp
+
+	// pushes only
+	push  bool
+	mode  uint8    // pushPending, pushDirect, pushBuffered, pushDiscard
+	hasOp bool     // the engine fetched it (op is valid)
+	done  bool     // the whole payload was read
+	epoch uint32   // the peer's epoch the push came in
+	buf   *[]byte  // pushBuffered: the payload's buffer
+	user  [][]byte // pushBuffered: the engine's destination, once fetched
 }
 
 type slot interface{ sendSlot | fetchSlot }
@@ -72,6 +90,25 @@ type slot interface{ sendSlot | fetchSlot }
 type slots[T slot] struct {
 	s    []*T
 	free []uint16
+}
+
+// init fills the table with n free entries, each with room for a few
+// buffers, handed out lowest index first.
+func (s *slots[T]) init(n int) {
+	s.s = make([]*T, n, n*2)
+	s.free = make([]uint16, n, n*2)
+	for i := range s.s {
+		e := new(T)
+		switch v := any(e).(type) {
+		case *sendSlot:
+			v.iov = make([][]byte, 0, 4)
+		case *fetchSlot:
+			v.dst = make([][]byte, 0, 4)
+			v.user = make([][]byte, 0, 4)
+		}
+		s.s[i] = e
+		s.free[n-1-i] = uint16(i)
+	}
 }
 
 func (s *slots[T]) alloc() (*T, uint32) {
@@ -132,6 +169,7 @@ func (s *slots[T]) put(cookie uint32) {
 		v.rop = nil
 		clear(v.dst)
 		v.dst = v.dst[:0]
+		v.push, v.mode, v.hasOp, v.done, v.buf = false, 0, false, false, nil
 	}
 	s.free = append(s.free, uint16(i))
 }
@@ -186,11 +224,15 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 		tc = p.dialLocked()
 	}
 	eager := hdr.Len <= uint64(t.cfg.MaxEager)
+	push := !eager && p.canPush(hdr.Len)
 	cost := int64(hdrSize)
 	f := frame{op: opRTS, flags: hdr.Flags, kind: uint8(hdr.Kind), group: hdr.Group, tag: hdr.Tag, data: hdr.Data, length: hdr.Len}
-	if eager {
+	if eager || push {
 		f.op = opEager
 		cost += int64(hdr.Len)
+	}
+	if push {
+		f.op = opPush
 	}
 	if p.credit < cost {
 		return false, transport.EAgain
@@ -198,6 +240,9 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	direct := tc.ready && tc.qh == len(tc.q) && len(iov) < maxIOV
 	if !direct && tc.queued+int(cost) > t.cfg.SendQueue {
 		return false, transport.EAgain
+	}
+	if push {
+		return t.sendPushLocked(p, tc, &f, iov, op, cost, direct)
 	}
 	if !eager {
 		s, cookie := p.sends.alloc()
@@ -257,10 +302,18 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	total := iovLen(dst)
+	if cookie&pushBit != 0 { // the payload is here, or being read: no peer needed
+		id := uint32(cookie &^ pushBit)
+		s := p.fetches.get(id)
+		if s == nil || !s.push || s.epoch != uint32(cookie>>32) {
+			return true, 0, transport.EConnReset // the peer failed before all of it came
+		}
+		return p.fetchPushLocked(s, id, dst, total, op)
+	}
 	if uint32(cookie>>32) != p.epoch || p.tx == nil {
 		return true, 0, transport.EConnReset
 	}
-	total := iovLen(dst)
 	f := frame{op: opCTS, cookie: cookie & 0xffffffff}
 	if total == 0 {
 		p.controlLocked(&f)
@@ -285,6 +338,13 @@ func (t *Transport) Discard(pi transport.Peer, cookie uint64) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if cookie&pushBit != 0 {
+		id := uint32(cookie &^ pushBit)
+		if s := p.fetches.get(id); s != nil && s.push && s.epoch == uint32(cookie>>32) {
+			p.discardPushLocked(s, id)
+		}
+		return
+	}
 	if uint32(cookie>>32) != p.epoch || p.tx == nil {
 		return
 	}
@@ -378,7 +438,13 @@ func (p *peer) returnCredit(epoch uint32, cost int) {
 	if epoch != p.epoch || p.tx == nil {
 		return
 	}
-	p.owed += int64(cost)
+	p.creditLocked(int64(cost))
+}
+
+// creditLocked counts n bytes consumed and sends credit back once a
+// quarter of the window has been. The peer's mu is held.
+func (p *peer) creditLocked(n int64) {
+	p.owed += n
 	if p.owed < int64(p.t.cfg.Window)/4 {
 		return
 	}
@@ -458,12 +524,21 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 		p.sends.put(c)
 	})
 	p.fetches.each(func(s *fetchSlot, c uint32) {
+		if s.push && s.mode == pushBuffered && s.done && !s.hasOp {
+			// A whole message waiting for the engine's Fetch: the bytes
+			// are here, it outlives the connection (as an eager one
+			// does in the engine's buffer). Fetch or Discard frees it.
+			return
+		}
 		live = true
 		if s.rop != nil {
 			p.rmaFailLocked(s, c, code)
 			return
 		}
-		t.pushLocked(event{kind: evFetchDone, op: s.op, code: code})
+		if !s.push || (s.hasOp && !s.done) {
+			t.pushLocked(event{kind: evFetchDone, op: s.op, code: code})
+		}
+		t.pbufs.put(s.buf)
 		p.fetches.put(c)
 	})
 	if live {

@@ -263,7 +263,7 @@ func TestSimultaneousConnect_ConvergesToOneConnection(t *testing.T) {
 				time.Sleep(time.Millisecond)
 			}
 			poke.Close()
-			el := a.el.Load().(gnet.EventLoop)
+			el := a.loopOf()
 			unblock := make(chan struct{})
 			blocked := make(chan struct{})
 			if err := el.Execute(ctx, gnet.RunnableFunc(func(context.Context) error {

@@ -104,7 +104,7 @@ func sum(b []byte) [32]byte { return sha256.Sum256(b) }
 
 // sendAll sends msg from a to peer, retrying on EAgain while polling both
 // sides. It returns whether the send completed at once.
-func sendAll(t testing.TB, a *Transport, as *fakeSink, b *Transport, bs *fakeSink, p transport.Peer, h *transport.Header, msg []byte, op transport.Op) bool {
+func sendAll(t testing.TB, a *Transport, as transport.Sink, b *Transport, bs transport.Sink, p transport.Peer, h *transport.Header, msg []byte, op transport.Op) bool {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {

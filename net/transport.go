@@ -39,6 +39,11 @@ type Config struct {
 	// (default 1 MiB, at least 256 KiB): the most one peer can have
 	// buffered here before the engine accepts its messages.
 	Window int
+	// PushMax is the largest payload sent as one PUSH frame, header and
+	// payload at once (push.go; default 256 KiB, at most 1 MiB and a
+	// quarter of Window); larger messages use ready-to-send /
+	// clear-to-send. Below MaxEager it is unused; -1 disables pushes.
+	PushMax int
 	// SendQueue is the high-water mark of bytes copied into one
 	// connection's send queue (default 4 MiB); above it Send returns EAgain.
 	SendQueue int
@@ -62,7 +67,8 @@ const (
 	defaultHandoff   = 4 << 20
 	maxPendingOps    = 1 << 15 // rendezvous sends or fetches per peer
 	pollBatch        = 256     // records delivered per Poll
-	protoVersion     = 1
+	defaultPushMax   = 256 << 10
+	protoVersion     = 2 // 2: PUSH frames
 )
 
 func (c *Config) fill() error {
@@ -80,6 +86,14 @@ func (c *Config) fill() error {
 	}
 	if c.Window < minWindow || c.Window > maxCredit {
 		return fmt.Errorf("net: Window %d out of [%d, %d]", c.Window, minWindow, maxCredit)
+	}
+	switch {
+	case c.PushMax == 0:
+		c.PushMax = min(defaultPushMax, c.Window/4)
+	case c.PushMax < 0:
+		c.PushMax = 0
+	case c.PushMax > maxWirePush || c.PushMax > c.Window/4:
+		return fmt.Errorf("net: PushMax %d above %d or a quarter of Window", c.PushMax, maxWirePush)
 	}
 	if c.SendQueue == 0 {
 		c.SendQueue = defaultSendQueue
@@ -147,13 +161,17 @@ type Transport struct {
 	pch         chan struct{} // release token to the parked task (cap 1)
 	ptimer      *time.Timer   // the parked task's tick (loop goroutine only)
 	parkFn      gnet.Runnable
+	parkW       int // our end of the park socket (own.go), -1 before startPark
 	parked      atomic.Bool
 	parks       atomic.Int64 // times the loop was borrowed (tests)
 	ticks       atomic.Int64 // times a parked loop ran its queue (tests)
 	handshakes  atomic.Int32 // connections opened, not yet ready or closed
 	retired     atomic.Int32 // duplicate connections retired (tests)
+	pushes      atomic.Int64 // PUSH frames received (tests)
+	pushDirect  atomic.Int64 // of them, read straight into the engine's buffers (tests)
+	arrivedNow  atomic.Int64 // EAGER and RTS frames handed over from inside the decoder (tests)
 	wantRelease atomic.Bool
-	el          atomic.Value // gnet.EventLoop
+	el          atomic.Pointer[evLoop] // the loop, once a connection opened
 	emptyPolls  int
 	owned       []*tconn
 
@@ -161,6 +179,10 @@ type Transport struct {
 	rmaTarget atomic.Pointer[rma.Target]
 
 	// Poll scratch (the engine's goroutine only).
+	pushRec [msgRecHdr]byte // a PUSH header offered from inside the decoder
+	pbufs   *bufList        // payload buffers of pushes not read straight into the engine's
+	qsmall  *bufList        // send-queue copies up to smallBuf bytes
+	qlarge  *bufList        // send-queue copies of larger eager frames
 	hdr     transport.Header
 	events  []event
 	blocked []*peer // peers with held messages
@@ -207,12 +229,19 @@ func Listen(cfg Config) (*Transport, error) {
 		fds:      make(map[int]*tconn),
 		bell:     make(chan struct{}, 1),
 		timer:    time.NewTimer(time.Hour),
+		done:     make([]event, 0, 64),
+		events:   make([]event, 0, 64),
+		owned:    make([]*tconn, 0, 8),
 	}
 	t.timer.Stop()
 	t.pch = make(chan struct{}, 1)
 	t.ptimer = time.NewTimer(time.Hour)
 	t.ptimer.Stop()
 	t.parkFn = gnet.RunnableFunc(t.parkTask)
+	t.parkW = -1
+	t.pbufs = newBufList(max(cfg.PushMax, 1), 4)
+	t.qsmall = newBufList(smallBuf, 64)
+	t.qlarge = newBufList(maxWireEager+hdrSize, 16)
 	if t.ho, err = newHandoff(cfg.Handoff); err != nil {
 		return nil, fmt.Errorf("net: handoff ring: %w", err)
 	}
@@ -253,6 +282,12 @@ func Listen(cfg Config) (*Transport, error) {
 	if t.name == nil {
 		t.Close()
 		return nil, fmt.Errorf("net: listener address: %w", t.lis.nameErr)
+	}
+	if !cfg.LoopOnly {
+		if err := t.startPark(); err != nil {
+			t.Close()
+			return nil, fmt.Errorf("net: park socket: %w", err)
+		}
 	}
 	return t, nil
 }
@@ -425,22 +460,7 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		}
 		t.own.Unlock()
 	}
-	if t.nDone.Load() != 0 {
-		t.mu.Lock()
-		t.events, t.done = t.done, t.events[:0]
-		t.nDone.Store(0)
-		t.mu.Unlock()
-		for i := range t.events {
-			e := &t.events[i]
-			switch e.kind {
-			case evSendDone:
-				sink.SendDone(e.op, e.code)
-			case evFetchDone:
-				sink.FetchDone(e.op, e.n, e.code)
-			case evPeerDown:
-				sink.PeerDown(e.peer, e.code)
-			}
-		}
+	if t.deliverEvents(sink) {
 		work = true
 	}
 	if len(t.blocked) > 0 && t.retryHeld(sink) {
@@ -465,6 +485,29 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		t.requestPark()
 	}
 	return work
+}
+
+// deliverEvents hands queued completions and peer failures to sink.
+func (t *Transport) deliverEvents(sink transport.Sink) bool {
+	if t.nDone.Load() == 0 {
+		return false
+	}
+	t.mu.Lock()
+	t.events, t.done = t.done, t.events[:0]
+	t.nDone.Store(0)
+	t.mu.Unlock()
+	for i := range t.events {
+		e := &t.events[i]
+		switch e.kind {
+		case evSendDone:
+			sink.SendDone(e.op, e.code)
+		case evFetchDone:
+			sink.FetchDone(e.op, e.n, e.code)
+		case evPeerDown:
+			sink.PeerDown(e.peer, e.code)
+		}
+	}
+	return true
 }
 
 // deliver offers one record to the engine. A record of a peer that already
@@ -569,6 +612,12 @@ func (t *Transport) Close() error {
 	if e := <-t.runDone; err == nil && e != nil && !errors.Is(e, stdnet.ErrClosed) {
 		err = e
 	}
+	t.pmu.Lock()
+	if t.parkW >= 0 {
+		unix.Close(t.parkW)
+		t.parkW = -1
+	}
+	t.pmu.Unlock()
 	t.dials.Wait()
 	t.mu.Lock()
 	peers := append([]*peer(nil), t.peers...)
