@@ -244,7 +244,11 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 			return nil, CodeInval
 		}
 	}
-	ep := &Endpoint{cfg: cfg, tr: cfg.Transport, ser: cfg.Serial, msgs: msgs, tags: tags}
+	ep := &Endpoint{cfg: cfg, tr: cfg.Transport, ser: cfg.Serial, msgs: msgs, tags: tags,
+		// room for the first rendezvous fetches: a message size met for the
+		// first time allocates nothing
+		fx: make([]fetchOp, 0, 16), fxFree: make([]uint32, 0, 16), fetching: make([]int32, 0, 16),
+		txFree: make([]uint32, 0, 16), rxFree: make([]uint32, 0, 16)}
 	return ep, 0
 }
 
