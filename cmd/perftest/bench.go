@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -251,6 +252,7 @@ const minTimed = 20
 func serverRun(c *ctrl, p *plan, l link) error {
 	ack := make([]byte, ackSize)
 	for i, size := range p.Sizes {
+		runtime.GC() // garbage made so far, before the size starts (see pingpongRun)
 		if err := c.sync(false); err != nil {
 			return err
 		}
@@ -310,6 +312,10 @@ type sizeResult struct {
 func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 	var lat []time.Duration
 	for i, size := range p.Sizes {
+		if p.Test == "latency" && cap(lat) < p.Iters[i] {
+			lat = make([]time.Duration, p.Iters[i])
+		}
+		runtime.GC() // garbage made so far, before the size starts (see pingpongRun)
 		if err := c.sync(true); err != nil {
 			return err
 		}

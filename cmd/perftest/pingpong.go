@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -441,6 +442,9 @@ func pingpongRun(c *ctrl, o *ppOpts, client bool, table, stderr io.Writer) (rows
 	}
 	var g integ
 	printedHeader := false
+	// Collect the set-up's garbage now: a collection due during the timed
+	// loop would run its mark worker on a vCPU the other side spins on.
+	runtime.GC()
 	for _, size := range sizes {
 		iters := o.iters
 		if iters < 0 {
