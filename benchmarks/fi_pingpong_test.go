@@ -197,7 +197,7 @@ func TestFiPingPongPeer(t *testing.T) {
 			return
 		}
 		for {
-			err := n.ep.TSend(tx, client, 1, nil)
+			err := n.ep.TSend(tx[:e[0].Len], client, 1, nil) // echo the size received
 			if err == nil {
 				break
 			}
@@ -349,4 +349,73 @@ func openFiPeerSide(t *testing.T, prov string) (*fiNode, fi.Addr) {
 		t.Fatal(err)
 	}
 	return n, addrs[0]
+}
+
+// BenchmarkFiFirstUse: the first messages of a size cost what later ones
+// do (issue 12: fi_pingpong's default runs are short). Against a fresh
+// peer process, after one 8-byte round trip (first contact: connection,
+// peer state), it times the first 100 round trips of the size, then b.N
+// more. first100-ns/oneway is their mean half round trip, first/steady
+// its ratio to the later ones' (near 1: no first-use penalty).
+func BenchmarkFiFirstUse(b *testing.B) {
+	for _, prov := range []string{"shm", "tcp"} {
+		for _, size := range fiPingPongSizes {
+			b.Run(fmt.Sprintf("prov=%s/size=%s", prov, sizeName(size)), func(b *testing.B) { fiFirstUse(b, prov, size) })
+		}
+	}
+}
+
+func fiFirstUse(b *testing.B, prov string, size int) {
+	n, err := openFiNode(prov)
+	if err != nil {
+		b.Skipf("%s: %v", prov, err)
+	}
+	defer n.close()
+	ctx, cancel := context.WithTimeout(context.Background(), fiPeerMax)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestFiPingPongPeer$", "-test.bench=^$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envFiPeer+"="+prov, envFiPeerSize+"="+strconv.Itoa(size))
+	peer, stop := startFiPeer(b, n, cmd)
+	defer stop()
+	sbuf := make([]byte, size)
+	rbuf := make([]byte, size)
+	deadline := time.Now().Add(fiPeerMax)
+	round := func(m int) {
+		if err := n.ep.TRecv(rbuf, fi.AddrUnspec, 1, 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			err := n.ep.TSend(sbuf[:m], peer, 1, nil)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, fi.ErrAgain) {
+				b.Fatal(err)
+			}
+			n.cq.Read(nil)
+		}
+		if err := n.wait(2, deadline); err != nil {
+			b.Fatal(err)
+		}
+	}
+	round(min(size, 8)) // first contact
+	const first = 100
+	t0 := time.Now()
+	for range first {
+		round(size)
+	}
+	firstNs := float64(time.Since(t0).Nanoseconds()) / first / 2
+	b.SetBytes(int64(size))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		round(size)
+	}
+	b.StopTimer()
+	steady := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 2
+	b.ReportMetric(firstNs, "first100-ns/oneway")
+	b.ReportMetric(steady, "ns/oneway")
+	b.ReportMetric(firstNs/steady, "first/steady")
+	n.ep.TSend(nil, peer, 0, nil)
+	n.wait(1, time.Now().Add(5*time.Second))
 }

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# tail.sh: gofi's latency tail beside the machine's own, in one run.
+#
+#   benchmarks/tail.sh                    # 3 rounds, shm, 8 B, 4 KiB, 64 KiB, 200k iterations
+#   ROUNDS=5 ITERS=500000 SIZES=8,4k PROV=tcp benchmarks/tail.sh
+#
+# Each round runs, back to back:
+#   1. a C flag ping-pong: two threads pinned to the two CPUs perftest's
+#      probe picks (CPUS, default the first two this shell may use), one
+#      cache line bouncing, every round trip timed (clock_gettime);
+#   2. perftest place -tail ITERS: the same in Go (two pinned goroutine
+#      threads of one process);
+#   3. perftest latency -p PROV -S SIZES -I ITERS (two processes, the
+#      default busy-polling).
+# and prints half round trips in usec: p50, p99, p99.9 and max for each,
+# with the placement. What a flag ping-pong shows is the floor: the
+# hypervisor's and the kernel's interruptions; what gofi shows above it is
+# gofi's (or the Go runtime's). Needs bash, awk, cc, go.
+set -eu
+ROUNDS=${ROUNDS:-3}
+ITERS=${ITERS:-200000}
+SIZES=${SIZES:-8,4k,64k}
+PROV=${PROV:-shm}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+(cd "$here/.." && go build -o "$tmp/perftest" ./cmd/perftest)
+if [ -z "${CPUS:-}" ]; then
+	CPUS=$("$tmp/perftest" place -json | awk '/"cpus"/ { getline a; getline b; gsub(/[ ,]/, "", a); gsub(/[ ,]/, "", b); print a "," b; exit }')
+fi
+
+cat >"$tmp/flag.c" <<'EOF'
+/* flag ping-pong: two pinned threads bounce one cache line; every round
+ * trip is timed; prints half round trips (ns) p50 p99 p99.9 max */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static _Alignas(128) _Atomic uint64_t flag;
+static int cpu_b;
+
+static void pin(int cpu) {
+	cpu_set_t s;
+	CPU_ZERO(&s);
+	CPU_SET(cpu, &s);
+	if (pthread_setaffinity_np(pthread_self(), sizeof s, &s)) {
+		perror("pthread_setaffinity_np");
+		exit(1);
+	}
+}
+
+static void *echo(void *arg) {
+	(void)arg;
+	pin(cpu_b);
+	uint64_t last = 0;
+	for (;;) {
+		uint64_t v = atomic_load_explicit(&flag, memory_order_acquire);
+		if (v == UINT64_MAX)
+			return NULL;
+		if ((v & 1) && v != last) {
+			atomic_store_explicit(&flag, v + 1, memory_order_release);
+			last = v;
+		}
+	}
+}
+
+static int cmp(const void *a, const void *b) {
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+static uint64_t now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+int main(int argc, char **argv) {
+	if (argc != 4) {
+		fprintf(stderr, "usage: flag CPU_A CPU_B ITERS\n");
+		return 2;
+	}
+	int cpu_a = atoi(argv[1]);
+	cpu_b = atoi(argv[2]);
+	long n = atol(argv[3]);
+	uint64_t *lat = malloc(sizeof *lat * (size_t)n);
+	pthread_t th;
+	pin(cpu_a);
+	pthread_create(&th, NULL, echo, NULL);
+	uint64_t seq = 0;
+	for (long i = -1000; i < n; i++) {
+		uint64_t t0 = now();
+		seq += 2;
+		atomic_store_explicit(&flag, seq - 1, memory_order_release);
+		while (atomic_load_explicit(&flag, memory_order_acquire) != seq)
+			;
+		if (i >= 0)
+			lat[i] = now() - t0;
+	}
+	atomic_store(&flag, UINT64_MAX);
+	pthread_join(th, NULL);
+	qsort(lat, (size_t)n, sizeof *lat, cmp);
+#define AT(p) (lat[(long)((p) * n + 0.999999) - 1] / 2.0)
+	printf("%.1f %.1f %.1f %.1f\n", AT(0.50), AT(0.99), AT(0.999), lat[n - 1] / 2.0);
+	return 0;
+}
+EOF
+cc -O2 -pthread -o "$tmp/flag" "$tmp/flag.c"
+
+a=${CPUS%,*}
+b=${CPUS#*,}
+for r in $(seq 1 "$ROUNDS"); do
+	echo
+	echo "## round $r/$ROUNDS, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	"$tmp/perftest" place -cpus "$CPUS" | sed 's/^/  /'
+	echo "  half round trip, usec:       p50      p99    p99.9      max"
+	"$tmp/flag" "$a" "$b" "$ITERS" | awk '{ printf "  C flag (%s, pinned)     %8.3f %8.3f %8.3f %8.1f\n", "'"$CPUS"'", $1/1e3, $2/1e3, $3/1e3, $4/1e3 }'
+	"$tmp/perftest" place -cpus "$CPUS" -tail "$ITERS" -json |
+		awk -F'[:,]' '/p50_ns/ { p50 = $2 } /p99_ns/ { p99 = $2 } /p99_9_ns/ { p999 = $2 } /max_ns/ { mx = $2 }
+			END { printf "  Go flag (pinned)          %8.3f %8.3f %8.3f %8.1f\n", p50/1e3, p99/1e3, p999/1e3, mx/1e3 }'
+	"$tmp/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" 2>/dev/null |
+		awk '/^#/ { print "  " $0; next } /^bytes/ { next } { printf "  gofi %s %-6s             %8.3f %8.3f %8.3f   (mean %s)\n", "'"$PROV"'", $1, $3, $5, $6, $7 }'
+done
