@@ -44,6 +44,16 @@ type Waiter interface {
 	Wake()
 }
 
+// Spinner is an optional interface of a Waiter whose transport knows when
+// spinning does not pay: SpinBudget returns how many empty progress
+// passes Sread should make before it sleeps (0: sleep at once), or a
+// negative number for Sread's default. The shm transport spins little
+// when its host runs more ranks than it has CPUs, where a spinning rank
+// only takes the CPU from the rank it waits for. Safe for concurrent use.
+type Spinner interface {
+	SpinBudget() int
+}
+
 // CQ is a completion queue: a power-of-two ring of entries with error
 // entries kept in order among them, as libfabric's util CQ does.
 //
@@ -314,6 +324,7 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 	if timeout >= 0 {
 		deadline = time.Now().Add(timeout)
 	}
+	spins, yields := sreadSpins, sreadYields
 	for i := 0; ; i++ {
 		n, c := cq.ReadTo(max, put)
 		if c != CodeAgain {
@@ -322,10 +333,13 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		if cq.signaled.CompareAndSwap(true, false) {
 			return 0, CodeAgain
 		}
+		if i == 0 {
+			spins, yields = cq.spinBudget()
+		}
 		switch {
-		case i < sreadSpins:
+		case i < spins:
 			continue
-		case i < sreadSpins+sreadYields:
+		case i < spins+yields:
 			runtime.Gosched()
 			continue
 		}
@@ -339,6 +353,23 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		}
 		cq.wait(d)
 	}
+}
+
+// spinBudget returns how many passes Sread spins and then yields before
+// it sleeps: the smallest budget a bound Spinner asks for, else the
+// defaults. It takes no lock.
+func (cq *CQ) spinBudget() (spins, yields int) {
+	spins, yields = sreadSpins, sreadYields
+	if ws := cq.wake.Load(); ws != nil {
+		for _, w := range *ws {
+			if s, ok := w.(Spinner); ok {
+				if b := s.SpinBudget(); b >= 0 && b < spins {
+					spins, yields = b, 0
+				}
+			}
+		}
+	}
+	return spins, yields
 }
 
 // wait sleeps on the single bound transport's Waiter when there is one,

@@ -257,3 +257,41 @@ func TestCQ_ThreadSafeManyReaders(t *testing.T) {
 		t.Fatalf("read %d entries, want %d", got.Load(), total)
 	}
 }
+
+// spinWaiter is a waiter whose transport asks Sread not to spin.
+type spinWaiter struct {
+	waiter
+	budget int
+}
+
+func (w *spinWaiter) SpinBudget() int { return w.budget }
+
+// countProg counts progress passes.
+type countProg struct{ n atomic.Int32 }
+
+func (p *countProg) Progress() bool { p.n.Add(1); return false }
+
+// A transport's SpinBudget bounds Sread's spinning before it sleeps: with
+// budget 0 the first empty pass is followed by a sleep on the waiter.
+func TestCQ_SreadSpinsAsTheTransportSays(t *testing.T) {
+	for _, budget := range []int{0, 5} {
+		cq := NewCQ(4, NewSerial(true))
+		p := &countProg{}
+		w := &spinWaiter{budget: budget}
+		w.s.init()
+		cq.Bind(p, w)
+		var buf [1]Entry
+		if n, c := cq.Sread(buf[:], time.Millisecond); n != 0 || c != CodeAgain {
+			t.Fatalf("Sread on an idle CQ = %d, %v", n, c)
+		}
+		if w.waits.Load() == 0 {
+			t.Fatalf("budget %d: Sread never slept", budget)
+		}
+		// Passes before the first sleep: the budget plus the first one;
+		// the sleeps (1 ms in all) add a pass each.
+		if got := int(p.n.Load()) - int(w.waits.Load()); got > budget+1 {
+			t.Errorf("budget %d: %d passes besides the sleeps, want at most %d", budget, got, budget+1)
+		}
+		cq.Unbind(p, w)
+	}
+}

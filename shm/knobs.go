@@ -22,7 +22,37 @@ const (
 	// RingIdleEnv: time without sends after which a grown ring shrinks
 	// back (default 1s).
 	RingIdleEnv = "GOFI_SHM_RING_IDLE"
+	// SpinEnv: how many empty progress passes a blocking read (CQ.Sread)
+	// makes before it sleeps on the endpoint's doorbell. Unset: spin long
+	// (about a millisecond) while the host has a CPU for every local rank,
+	// briefly (OversubscribedSpin passes) when it has fewer.
+	SpinEnv = "GOFI_SHM_SPIN"
 )
+
+// OversubscribedSpin is the spin budget when local ranks outnumber CPUs:
+// a few microseconds, enough to catch a peer already running on the
+// other CPU, short enough not to take the CPU from a peer waiting for it.
+const OversubscribedSpin = 32
+
+// localRanksEnv are the launchers' variables for the number of ranks on
+// this host: Hydra (MPICH), Open MPI, torchrun, Slurm.
+var localRanksEnv = []string{"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE", "SLURM_STEP_TASKS_PER_NODE"}
+
+// envLocalRanks returns the number of ranks a launcher says run on this
+// host, or 0. Slurm's value may read "4(x2)": the leading number counts.
+func envLocalRanks() int {
+	for _, name := range localRanksEnv {
+		v := os.Getenv(name)
+		i := 0
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+		}
+		if n, err := strconv.Atoi(v[:i]); err == nil && n > 0 {
+			return n
+		}
+	}
+	return 0
+}
 
 // parseSize reads "4096", "4k", "512K", "1m" or "1g".
 func parseSize(s string) (int, error) {

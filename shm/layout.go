@@ -42,8 +42,9 @@ const (
 	PeerSlotSize = 192
 
 	// DefaultConnSlots and DefaultMaxPeers size a region when Config leaves
-	// them zero: 56 KiB in all.
-	DefaultConnSlots = 32
+	// them zero: 64 KiB in all. 64 slots let a 64-rank job connect
+	// all-to-all at once without senders waiting for slots.
+	DefaultConnSlots = 64
 	DefaultMaxPeers  = 256
 	// MaxConnSlots and MaxPeersLimit bound the counts a region may declare.
 	MaxConnSlots  = 1024

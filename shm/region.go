@@ -372,6 +372,18 @@ func (q *ConnQueue) release(i int) error {
 	return nil
 }
 
+// HasFree reports whether some slot is free now (a hint: another sender
+// may take it first, and Post then returns ErrQueueFull). It reads the
+// receiver's mapping without Guard: a region file is never shrunk.
+func (q *ConnQueue) HasFree() bool {
+	for i := 0; i < q.n; i++ {
+		if stateOf(q.word(i).Load()) == ConnFree {
+			return true
+		}
+	}
+	return false
+}
+
 // Seq returns the connection sequence word. The receiver compares it with
 // the value it saw last and scans only when it moved.
 func (q *ConnQueue) Seq() uint32 { return q.seq.Load() }

@@ -103,7 +103,8 @@ func TestOpenRegion_RefusesUnpublishedForeignAndMisnamedRegions(t *testing.T) {
 
 func TestCreateRegion_ReapsDeadOwnersFiles(t *testing.T) {
 	dir := testDir(t)
-	stale := filepath.Join(dir, NewName()) // unlocked: its owner is dead
+	// Unlocked, and named after a process that has exited.
+	stale := filepath.Join(dir, Prefix()+strconv.Itoa(deadPID(t))+"-1-0badcafe")
 	if err := os.WriteFile(stale, make([]byte, 4096), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func CreateSegment(name string, size int) (*Segment, error) {
 func createSegment(name string, size int, init func([]byte)) (*Segment, error) {
 	s, err := createSegmentOnce(name, size, init)
 	if errors.Is(err, ErrNoSpace) {
-		if n, _ := Reap(); n > 0 {
+		if n, _ := reapWait(); n > 0 {
 			s, err = createSegmentOnce(name, size, init)
 		}
 	}

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -338,7 +340,8 @@ func TestAliveAndReap_AfterKill9(t *testing.T) {
 // while it is young, and remove it once old.
 func TestReap_SparesYoungTemporaryFiles(t *testing.T) {
 	dir := testDir(t)
-	tmp := filepath.Join(dir, Prefix()+tmpMarker+"1-1-ab")
+	// Named, like every temporary file, after its (here: exited) creator.
+	tmp := filepath.Join(dir, Prefix()+tmpMarker+strconv.Itoa(deadPID(t))+"-1-ab")
 	if err := os.WriteFile(tmp, make([]byte, 4096), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -457,4 +460,15 @@ func TestDisableSignalCleanup_LeavesSignalsToTheApplication(t *testing.T) {
 	if n, err := Reap(); err != nil || n != len(names) {
 		t.Errorf("Reap = %d, %v; want %d", n, err, len(names))
 	}
+}
+
+// deadPID returns the pid of a process that has exited (and been waited
+// for).
+func deadPID(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("cannot run true: %v", err)
+	}
+	return cmd.Process.Pid
 }

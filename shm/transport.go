@@ -7,7 +7,9 @@ import (
 	"math"
 	"math/bits"
 	"os"
+	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,6 +181,12 @@ type Transport struct {
 	bounces     int          // bounce buffers handed out
 	switches    int          // rings replaced (grown or shrunk), for tests
 	switchWaits int          // switch records that waited for room, for tests
+	spin        atomic.Int32 // SpinBudget
+	spinEnv     int          // GOFI_SHM_SPIN, or -1
+	envRanks    int          // local ranks a launcher announced, or 0
+	selfPeer    bool         // our own address is among peers
+	crowdedAt   time.Time    // when isCrowded was last checked
+	isCrowded   bool         // rings cannot grow (shm directory over its limit)
 	bounceFree  [][]byte
 	// free lists for the rendezvous bookkeeping (no allocation per message)
 	heldFree  []*held
@@ -325,6 +333,17 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		bell: r.Doorbell(), byName: map[string]transport.Peer{},
 		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && !cmaDisabledByEnv() && ProbeCMA().Available}
 	t.seen.Store(r.ConnQueue().Seq())
+	t.spinEnv = -1
+	if v := os.Getenv(SpinEnv); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			_ = r.Close()
+			return nil, fmt.Errorf("%w: %s=%q is not a count of polls", ErrSize, SpinEnv, v)
+		}
+		t.spinEnv = n
+	}
+	t.envRanks = envLocalRanks()
+	t.updateSpin()
 	t.cmaMin = cfg.CMAMin
 	if t.cmaMin <= 0 {
 		t.cmaMin = ProbeCMA().Threshold
@@ -379,7 +398,32 @@ func (t *Transport) peerFor(name string) *peer {
 		held: map[uint64]*held{}, fetch: map[uint64]*fetchSeg{}}
 	t.peers = append(t.peers, p)
 	t.byName[a] = p.idx
+	t.selfPeer = t.selfPeer || name == t.name
+	t.updateSpin()
 	return p
+}
+
+// SpinBudget tells the engine how many empty passes a blocking read
+// spins before it sleeps on the doorbell (engine.Spinner): the default
+// (-1) while this host has a CPU for every rank we know of, and
+// OversubscribedSpin once the ranks (a launcher's count of local ranks,
+// or the peers this endpoint knows plus itself) outnumber the CPUs this
+// process may run on; GOFI_SHM_SPIN overrides. Safe for concurrent use.
+func (t *Transport) SpinBudget() int { return int(t.spin.Load()) }
+
+func (t *Transport) updateSpin() {
+	b := -1
+	ranks := max(t.envRanks, len(t.peers)+1)
+	if t.selfPeer {
+		ranks = max(t.envRanks, len(t.peers))
+	}
+	switch {
+	case t.spinEnv >= 0:
+		b = t.spinEnv
+	case ranks > runtime.NumCPU():
+		b = OversubscribedSpin
+	}
+	t.spin.Store(int32(b))
 }
 
 // PeerAddr returns the peer's address.
@@ -413,41 +457,50 @@ func (t *Transport) failed(err error, c transport.Code) transport.Code {
 // connect opens the receiver's region and announces a new ring to it.
 // When it fails nothing of the connection is left: no file, no mapping.
 func (t *Transport) connect(p *peer) transport.Code {
-	r, err := OpenRegion(p.name)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return transport.EConnRefuse
+	if p.region == nil {
+		r, err := OpenRegion(p.name)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return transport.EConnRefuse
+			}
+			return t.failed(err, transport.EIO)
 		}
-		return t.failed(err, transport.EIO)
+		bm, err := ring.NewBitmap(r.Bitmap(), r.Layout().PeerSlots)
+		if err != nil {
+			_ = r.Close()
+			return transport.EIO
+		}
+		p.region, p.rbits = r, bm
 	}
+	r := p.region
 	// A region left by a killed owner still parses; a request posted into
 	// it would never be answered and sends into the ring would "complete"
 	// into nowhere.
 	if alive, err := r.Segment().Alive(); err != nil || !alive {
-		_ = r.Close()
+		t.closeOut(p)
 		return transport.EConnRefuse
 	}
-	bm, err := ring.NewBitmap(r.Bitmap(), r.Layout().PeerSlots)
-	if err != nil {
-		_ = r.Close()
-		return transport.EIO
+	// Many senders connecting at once (a job starting) can fill the
+	// receiver's queue: try again later, keeping the region open, and
+	// make no ring file until a slot is free.
+	if !r.ConnQueue().HasFree() {
+		return transport.EAgain
 	}
 	rs, err := createRingSeg(t.cfg.MinRingSize)
 	if err != nil {
-		_ = r.Close()
 		return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
 	}
 	slot, err := r.ConnQueue().Post(ConnRequest{SenderPID: os.Getpid(), SenderName: t.name,
 		RingName: rs.seg.Name(), RingSize: rs.seg.Size()})
 	if err != nil {
 		_ = rs.seg.Close()
-		_ = r.Close()
 		if errors.Is(err, ErrQueueFull) {
 			return transport.EAgain
 		}
+		t.closeOut(p)
 		return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
 	}
-	p.region, p.rbits, p.connSlot, p.bit = r, bm, slot, -1
+	p.connSlot, p.bit = slot, -1
 	t.setOut(p, rs)
 	p.since = time.Now()
 	p.active = p.since
@@ -818,7 +871,7 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		total += int(r.size[i])
 	}
 	big := total >= adaptMin
-	if t.cma && (total >= t.cmaMin || big && t.pickCMA()) {
+	if t.cma && (total >= t.cmaMin || big && t.pickCMA() || t.smallStream(p, total)) {
 		var start time.Time
 		if big {
 			start = time.Now()
@@ -860,6 +913,22 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	}
 	t.markBusy(p) // so progressBusy checks the sender's liveness while we wait
 	return false, 0, 0
+}
+
+// smallStream reports whether streaming total bytes from p would crawl
+// through a small ring: p's ring to us is smaller than twice the payload
+// (and than RingSize) and the shm directory is too full for the sender to
+// grow it. Single copy is then the better way whatever the placement.
+func (t *Transport) smallStream(p *peer, total int) bool {
+	if p.in == nil || p.in.Cap() >= min(2*total, t.cfg.RingSize) {
+		return false
+	}
+	now := time.Now()
+	if now.Sub(t.crowdedAt) > 50*time.Millisecond {
+		t.crowdedAt = now
+		t.isCrowded = roomToGrow(RingSegSize(t.cfg.RingSize)) != nil
+	}
+	return t.isCrowded
 }
 
 // Big rendezvous messages (adaptMin up to CMAMin) take whichever of single
@@ -996,6 +1065,10 @@ func (p *peer) rtsMap() map[uint64]*rts {
 func (t *Transport) sendCtrl(p *peer, c ctrl) transport.Code {
 	p.ctrl = append(p.ctrl, c)
 	if code := t.ready(p); code != 0 {
+		if code == transport.EAgain { // their queue is full: connect later
+			t.markBusy(p)
+			return 0
+		}
 		p.ctrl = p.ctrl[:0] // the peer is gone: nobody to tell
 		return code
 	}
@@ -1499,6 +1572,14 @@ func (t *Transport) progressBusy() bool {
 	for _, p := range t.busy {
 		if p.connSlot >= 0 {
 			t.checkReply(p)
+		}
+		if p.out == nil && len(p.ctrl) > 0 && !p.dead {
+			// Control records wait for a connection the receiver's full
+			// queue refused so far.
+			if c := t.ready(p); c != 0 && c != transport.EAgain {
+				p.ctrl = p.ctrl[:0]
+				t.fail(p, c)
+			}
 		}
 		if len(p.ctrl) > 0 || len(p.streams) > 0 || p.switchTo != "" {
 			before := len(p.ctrl) + len(p.streams)

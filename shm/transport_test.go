@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -366,4 +367,102 @@ func crowdedDir(t *testing.T) string {
 	}
 	t.Setenv(DirEnv, dir)
 	return dir
+}
+
+// The spin budget follows the ranks the endpoint knows against the CPUs:
+// a pair on two or more CPUs spins as long as Sread likes (-1), a job of
+// more ranks than CPUs spins briefly; a launcher's count of local ranks
+// and GOFI_SHM_SPIN are heeded.
+func TestTransport_SpinBudgetFollowsRanksPerCPU(t *testing.T) {
+	testDir(t)
+	for _, v := range localRanksEnv {
+		t.Setenv(v, "")
+	}
+	cpus := runtime.NumCPU()
+	tr, err := NewTransport(TransportConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, c := tr.Resolve(tr.Name()); c != 0 { // itself: not another rank
+		t.Fatal(c)
+	}
+	for i := 0; i < cpus-1; i++ {
+		if _, c := tr.Resolve([]byte(Addr(Prefix() + "peer-" + strconv.Itoa(i)))); c != 0 {
+			t.Fatal(c)
+		}
+	}
+	if b := tr.SpinBudget(); b != -1 {
+		t.Errorf("%d ranks on %d CPUs: budget %d, want -1", cpus, cpus, b)
+	}
+	if _, c := tr.Resolve([]byte(Addr(Prefix() + "one-too-many"))); c != 0 {
+		t.Fatal(c)
+	}
+	if b := tr.SpinBudget(); b != OversubscribedSpin {
+		t.Errorf("%d ranks on %d CPUs: budget %d, want %d", cpus+1, cpus, b, OversubscribedSpin)
+	}
+
+	t.Setenv("MPI_LOCALNRANKS", strconv.Itoa(4*cpus))
+	tr2, err := NewTransport(TransportConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.Close()
+	if b := tr2.SpinBudget(); b != OversubscribedSpin {
+		t.Errorf("launcher says %d local ranks on %d CPUs: budget %d", 4*cpus, cpus, b)
+	}
+	t.Setenv(SpinEnv, "7")
+	tr3, err := NewTransport(TransportConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr3.Close()
+	if b := tr3.SpinBudget(); b != 7 {
+		t.Errorf("%s=7: budget %d", SpinEnv, b)
+	}
+	t.Setenv(SpinEnv, "lots")
+	if tr4, err := NewTransport(TransportConfig{}); err == nil {
+		tr4.Close()
+		t.Errorf("%s=lots accepted", SpinEnv)
+	}
+}
+
+// A receiver that must answer (CTS, ACK) through a connection to a sender
+// whose connection queue is full keeps the answer until a slot frees; the
+// message is not failed (a 64-rank job starting fills queues).
+func TestTransport_AnswerWaitsForAFullConnectionQueue(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{})
+	msg := seqMsg(5, 100<<10) // rendezvous
+	h := transport.Header{Kind: transport.KindMsg, Len: uint64(len(msg))}
+	if _, c := p.a.Send(p.ab, &h, [][]byte{msg}, 1); c != 0 {
+		t.Fatal(c)
+	}
+	// Fill a's queue while a does not poll.
+	q := p.a.region.ConnQueue()
+	var slots []int
+	for {
+		s, err := q.Post(ConnRequest{SenderName: NewName(), RingName: NewName(), RingSize: 8192})
+		if err != nil {
+			break
+		}
+		slots = append(slots, s)
+	}
+	if len(slots) != q.Len() {
+		t.Fatalf("filled %d of %d slots", len(slots), q.Len())
+	}
+	for i := 0; i < 100; i++ { // b takes the RTS and tries to answer
+		p.b.Poll(p.sb)
+	}
+	if len(p.sb.errs) > 0 {
+		t.Fatalf("receiver failed while the sender's queue was full: %v", p.sb.errs)
+	}
+	p.a.Poll(p.sa) // rejects the junk requests
+	for _, s := range slots {
+		_ = q.Release(s)
+	}
+	p.until("message and send completion", func() bool { return p.sb.n == 1 && p.sa.sent == 1 })
+	if !bytes.Equal(p.sb.got[0], msg) || len(p.sa.errs)+len(p.sb.errs) > 0 {
+		t.Fatalf("after the queue freed: errors %v %v", p.sa.errs, p.sb.errs)
+	}
 }
