@@ -27,6 +27,8 @@ type provCase struct {
 	// setup prepares the environment for the run (both processes inherit
 	// it), nil when nothing is needed.
 	setup func(t *testing.T)
+	// peerWrap runs the peer process under a command (see peerWrap).
+	peerWrap []string
 }
 
 // provCases are the configurations the table runs in, by name; the
@@ -121,6 +123,10 @@ func runConformance(t *testing.T, name string) {
 	}
 	if pc.setup != nil {
 		pc.setup(t)
+	}
+	if pc.peerWrap != nil {
+		peerWrap = pc.peerWrap
+		t.Cleanup(func() { peerWrap = nil })
 	}
 	for _, cc := range conformanceCases {
 		t.Run(cc.name, func(t *testing.T) {

@@ -31,6 +31,10 @@ const (
 	ctlPrefix       = "@@gofi "
 )
 
+// peerWrap is a command that startPeer runs the peer under (it must exec
+// its arguments, as unshare does); nil runs the peer directly.
+var peerWrap []string
+
 // peerRoles maps a role name to the child's body. Files register theirs
 // in init.
 var peerRoles = map[string]func(t *testing.T, l *link, arg string){}
@@ -189,8 +193,10 @@ func startPeer(t *testing.T, role, arg string, timeout time.Duration, extra ...s
 		deadline = d.Add(-5 * time.Second)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(5*time.Second))
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestPeerChild$", "-test.count=1",
-		"-test.timeout="+time.Until(deadline).Round(time.Second).String())
+	args := []string{os.Args[0], "-test.run=^TestPeerChild$", "-test.count=1",
+		"-test.timeout=" + time.Until(deadline).Round(time.Second).String()}
+	args = append(append([]string(nil), peerWrap...), args...) // e.g. another user namespace
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = append(os.Environ(), peerRoleEnv+"="+role, peerArgEnv+"="+arg,
 		peerDeadlineEnv+"="+strconv.FormatInt(deadline.UnixNano(), 10))
 	// The race detector sleeps a second at exit by default; peers are many.

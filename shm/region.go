@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 )
 
 // Config sizes a new region. Zero fields take the defaults. A plain value.
@@ -204,7 +207,9 @@ const (
 //	28  reply: errno u32          ConnRejected
 //	32  cookie u64 (the sender's, echoed nowhere; for its own bookkeeping)
 //	40  ring size u64
-//	48  reserved (16)
+//	48  sender's pid namespace u64 (the inode of /proc/self/ns/pid; 0
+//	    unknown): a receiver reads the sender's memory only within one
+//	56  reserved (8)
 //	64  sender name [64]
 //	128 ring name [64]
 const (
@@ -217,6 +222,7 @@ const (
 	cErrno    = 28
 	cCookie   = 32
 	cRingSize = 40
+	cPidNS    = 48
 	cSName    = 64
 	cRName    = 128
 )
@@ -228,6 +234,7 @@ type ConnRequest struct {
 	SenderName string // the sender's own region name (its fi_shm address)
 	RingName   string // the ring segment the sender created for this receiver
 	RingSize   int    // the ring segment's size in bytes
+	PidNS      uint64 // the sender's pid namespace (set by Post), 0 unknown
 	Cookie     uint64 // opaque to the receiver
 	word       uint64 // state word seen by Read; Accept/Reject CAS on it
 }
@@ -309,6 +316,7 @@ func (q *ConnQueue) post(req ConnRequest) (int, error) {
 		ne.PutUint32(s[cErrno:], 0)
 		ne.PutUint64(s[cCookie:], req.Cookie)
 		ne.PutUint64(s[cRingSize:], uint64(req.RingSize))
+		ne.PutUint64(s[cPidNS:], PidNS())
 		putName(s[cSName:], req.SenderName)
 		putName(s[cRName:], req.RingName)
 		w.Store(claimed&^0xff | ConnPosted)
@@ -420,6 +428,7 @@ func (q *ConnQueue) Read(i int) (ConnRequest, error) {
 			ErrCorrupt, i, pid, sl, rl, size)
 	}
 	req.SenderPID, req.RingSize, req.Cookie = int(pid), int(size), ne.Uint64(s[cCookie:])
+	req.PidNS = ne.Uint64(s[cPidNS:])
 	req.SenderName = string(s[cSName : cSName+sl])
 	req.RingName = string(s[cRName : cRName+rl])
 	if err := ValidName(req.SenderName); err != nil {
@@ -484,6 +493,24 @@ func (q *ConnQueue) Sweep(alive func(pid int) bool) int {
 		}
 	}
 	return n
+}
+
+var pidNS struct {
+	once sync.Once
+	ino  uint64
+}
+
+// PidNS returns an identifier of this process's pid namespace (the inode
+// of /proc/self/ns/pid), or 0 when it cannot be read. Two processes with
+// the same value see the same pids.
+func PidNS() uint64 {
+	pidNS.once.Do(func() {
+		var st unix.Stat_t
+		if unix.Stat("/proc/self/ns/pid", &st) == nil {
+			pidNS.ino = st.Ino
+		}
+	})
+	return pidNS.ino
 }
 
 // ProcessAlive reports whether a process with this pid exists (kill 0). A

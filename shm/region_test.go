@@ -152,7 +152,7 @@ func TestConnQueue_PostReadAcceptReplyRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Slot, req.word = slot, got.word
+	req.Slot, req.word, req.PidNS = slot, got.word, PidNS() // Post sets the pid namespace
 	if got != req {
 		t.Fatalf("Read = %+v, want %+v", got, req)
 	}

@@ -242,6 +242,7 @@ type peer struct {
 	inWant *atomic.Uint32 // the trailer word of inSeg
 	bell   *Region        // their region, opened to nudge them when we send them nothing
 	inIdx  int
+	noCMA  bool // single copy refused or unsafe with this peer: segments
 	pid    int
 	gen    uint32
 	fetch  map[uint64]*fetchSeg // segment-mode fetches in progress
@@ -374,8 +375,29 @@ func (t *Transport) Name() []byte { return t.addr }
 // MaxEager reports the inline limit.
 func (t *Transport) MaxEager() int { return t.cfg.MaxEager }
 
-// CMA reports whether single copy is in use.
+// CMA reports whether single copy is in use (the start-up probe found
+// process_vm_readv working and nothing turned it off).
 func (t *Transport) CMA() bool { return t.cma }
+
+// SingleCopy reports whether this transport reads and writes peer p's
+// memory with process_vm_readv/writev: false when single copy is off for
+// the process (probe, FI_SHM_DISABLE_CMA, NoCMA), when the kernel refused
+// it for p once (DenySingleCopy), or when p lives in another pid
+// namespace. Payloads then go through shared memory. Called on the
+// engine's goroutine, like Send.
+func (t *Transport) SingleCopy(pi transport.Peer) bool {
+	return t.cma && int(pi) < len(t.peers) && !t.peers[pi].noCMA
+}
+
+// DenySingleCopy records that the kernel refused single copy with peer p
+// (ErrPeerDenied from ReadPeer or a writev): from now on this transport
+// moves p's payloads through shared memory. Called on the engine's
+// goroutine.
+func (t *Transport) DenySingleCopy(pi transport.Peer) {
+	if int(pi) < len(t.peers) {
+		t.peers[pi].noCMA = true
+	}
+}
 
 // Resolve maps an "fi_shm://name" address to a peer.
 func (t *Transport) Resolve(addr []byte) (transport.Peer, transport.Code) {
@@ -871,7 +893,7 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		total += int(r.size[i])
 	}
 	big := total >= adaptMin
-	if t.cma && (total >= t.cmaMin || big && t.pickCMA() || t.smallStream(p, total)) {
+	if t.cma && !p.noCMA && (total >= t.cmaMin || big && t.pickCMA() || t.smallStream(p, total)) {
 		var start time.Time
 		if big {
 			start = time.Now()
@@ -894,7 +916,10 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie, status: 2})
 			return true, 0, transport.EIO
 		}
-		t.cma = false // the kernel refuses single copy: segments from now on
+		// The kernel refuses single copy with this peer (another user
+		// namespace, ptrace_scope, an LSM): segments from now on, for
+		// this peer only.
+		p.noCMA = true
 	}
 	t.dropRTS(p, cookie)
 	if c := t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie}); c != 0 {
@@ -1270,6 +1295,9 @@ func (t *Transport) accept() {
 			continue
 		}
 		p.inSeg, p.in, p.inWant, p.inIdx, p.pid = seg, rs.r, rs.want, slot, req.SenderPID
+		// A pid from another pid namespace names some other process here:
+		// never read "its" memory.
+		p.noCMA = p.noCMA || req.PidNS == 0 || req.PidNS != PidNS()
 		t.inbound[slot] = p
 		t.direct = append(t.direct, p)
 		t.inWords = max(t.inWords, slot/64+1)
