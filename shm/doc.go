@@ -6,8 +6,12 @@
 // of a peer's memory with process_vm_readv, and a guard that turns a fault
 // on a mapped page into an error.
 //
-// It moves no messages itself: rings (package ring) are placed in segments
-// created here and the engine drives the protocol described on Region.
+// It also holds the shm transport (Transport): per-pair rings that start
+// small and are replaced by bigger or smaller ones as traffic comes and
+// goes, rendezvous by single copy or through the rings, blocking progress
+// on the region's doorbell, and the listing and removal of dead owners'
+// files (Scan, Reap) that perftest shm-gc uses. Rings themselves (package
+// ring) are placed in segments created here.
 //
 // Everything read from a shared mapping is untrusted: offsets and lengths
 // are checked before use, and a foreign or corrupt region is refused with an

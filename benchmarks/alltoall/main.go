@@ -4,9 +4,11 @@
 // (MPI_Irecv, MPI_Isend, MPI_Waitall per round), and run.sh runs both
 // side by side under mpiexec.hydra, alternating, at several job sizes.
 //
-// A rank learns its rank and the job size from Hydra's PMI_RANK and
-// PMI_SIZE (or A2A_RANK and A2A_SIZE when a test starts the ranks), and
-// finds the others' addresses through files in the directory A2A_DIR.
+// Under a launcher (mpiexec.hydra, srun, torchrun's environment) a rank
+// joins the job with package launch and swaps addresses with
+// launch.Connect. A test that starts the ranks itself sets A2A_RANK,
+// A2A_SIZE and A2A_DIR instead: the addresses then meet as files in that
+// directory.
 //
 // Each round posts N-1 receives, sends N-1 messages (of -size bytes, the
 // first 16 naming round and sender, checked on receipt) and waits for the
@@ -31,6 +33,7 @@ import (
 	"time"
 
 	fi "github.com/gofi-dev/fi"
+	"github.com/gofi-dev/fi/launch"
 	"github.com/gofi-dev/fi/shm"
 	"golang.org/x/sys/unix"
 )
@@ -126,22 +129,36 @@ func run(sizes, kinds string, rounds int, hold bool, timeout time.Duration) erro
 		return err
 	}
 	r := &rankEnv{dir: os.Getenv("A2A_DIR"), timeout: timeout}
-	if r.rank, err = envInt("PMI_RANK", "A2A_RANK"); err != nil {
-		return err
+	var job *launch.Job
+	if r.dir != "" {
+		if r.rank, err = envInt("A2A_RANK"); err != nil {
+			return err
+		}
+		if r.size, err = envInt("A2A_SIZE"); err != nil {
+			return err
+		}
+	} else {
+		if job, err = launch.Init(); err != nil {
+			return err
+		}
+		defer job.Finalize()
+		r.rank, r.size = job.Rank(), job.Size()
 	}
-	if r.size, err = envInt("PMI_SIZE", "A2A_SIZE"); err != nil {
-		return err
-	}
-	if r.dir == "" {
-		return errors.New("A2A_DIR (the rendezvous directory) not set")
-	}
+	t0 := time.Now()
 	if err := r.open(); err != nil {
 		return err
 	}
 	defer r.close()
-	if err := r.exchange(); err != nil {
+	tOpen := time.Since(t0)
+	if job != nil {
+		r.to, err = launch.Connect(job, r.ep, r.av)
+	} else {
+		err = r.exchange()
+	}
+	if err != nil {
 		return err
 	}
+	tJoin := time.Since(t0)
 	send := make([][]byte, r.size)
 	recv := make([][]byte, r.size)
 	for j := range r.size {
@@ -156,6 +173,10 @@ func run(sizes, kinds string, rounds int, hold bool, timeout time.Duration) erro
 		}
 		if err := r.round(k, sb, rb); err != nil { // warm-up: connects everybody, grows rings
 			return fmt.Errorf("warm-up round (tagged %v, %d bytes): %w", v.tagged, v.size, err)
+		}
+		if k == 0 && r.rank == 0 && os.Getenv("A2A_VERBOSE") != "" {
+			fmt.Fprintf(os.Stderr, "rank 0: endpoint open %v, addresses in %v, first round done %v after start\n",
+				tOpen, tJoin, time.Since(t0))
 		}
 		k++
 		if err := r.barrier(); err != nil {

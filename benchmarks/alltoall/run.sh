@@ -53,11 +53,10 @@ mpich() {
 
 # gofi N: prints "time wall"
 gofi() {
-	local t0 t1 out rdz
-	rdz=$(mktemp -d -p "$tmp")
+	local t0 t1 out
 	t0=$(now)
 	out=$(unshare -m sh -c "mkdir -p $tmp/shm && mount -t tmpfs -o size=64m,mode=0700 tmpfs $tmp/shm &&
-		GOFI_SHM_DIR=$tmp/shm A2A_DIR=$rdz mpiexec.hydra -n $1 $tmp/alltoall -size $size -kind $kind -rounds $rounds")
+		GOFI_SHM_DIR=$tmp/shm mpiexec.hydra -n $1 $tmp/alltoall -size $size -kind $kind -rounds $rounds")
 	t1=$(now)
 	echo "$out" >&2
 	echo "$(echo "$out" | awk '{for(i=1;i<=NF;i++) if($i=="time") print $(i+1)}') $(echo "$t1 - $t0" | bc)"

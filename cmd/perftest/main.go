@@ -38,6 +38,7 @@ var commands = []command{
 	{"place", "the placement: cache-line round trip between two CPUs (and, with -tail, a bare flag ping-pong's tail)", runPlace},
 	{"plot", "draw -json result files over each other (latency and bandwidth against size)", runPlot},
 	{"info", "list fabric providers and their attributes, like libfabric's fi_info", runInfo},
+	{"shm-gc", "list gofi's shared-memory files and remove those of dead processes (like ipcrm)", runShmGC},
 }
 
 func usage(w io.Writer) {
