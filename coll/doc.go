@@ -1,7 +1,7 @@
 // Package coll runs gofi's collectives (fi_collective(3)): joining a group
 // of endpoints named by an AV set, and barrier, broadcast, allreduce,
 // allgather, reduce-scatter, alltoall, reduce, scatter and gather over it,
-// with the reduction kernels they use.
+// with the reduction kernels of package dtype/kernel.
 //
 // It sits beside the engine: Attach installs an Endpoint as the engine
 // endpoint's collective sink (engine.CollSink). Collective messages travel
@@ -60,7 +60,7 @@
 //
 // # Imports
 //
-// coll imports engine, transport, dtype, shm and ring; nothing in gofi
+// coll imports engine, transport, dtype, dtype/kernel, shm and ring; nothing in gofi
 // but the root package imports coll. It carries no compatibility promise:
 // only the root package fi is public.
 package coll

@@ -8,6 +8,20 @@
 // reals, complex numbers, 128-bit integers), and dispatched through a
 // table indexed by datatype: no per-(type, op) code is written by hand.
 //
+// # Reductions (Reducer, for collectives)
+//
+// Reducer returns dst = a op b kernels for the collectives' reductions
+// (package coll). Each has a portable Go loop (Portable) and, on amd64
+// CPUs with AVX2 (cpuid, klauspost/cpuid/v2), an assembly body generated
+// by reduce_gen.go that runs 128 bytes a turn and leaves the last partial
+// 32 bytes to the Go loop: every integer and real operation, and complex
+// sums (complex products stay in Go). Vectorising across elements changes
+// no element's operations or operand order, so both give the same bits,
+// NaN payloads included (tests compare them on every pair, length and
+// offset). The purego build tag, or a CPU without AVX2, selects the Go
+// loops. Measured (BenchmarkReducer, in place, float32 SUM): 13x the Go
+// loop at 4 KiB, 6.7x at 256 KiB, 4.3x at 16 MiB.
+//
 // # Atomicity (Exec)
 //
 //   - 4- and 8-byte integers: the processor's atomic instructions on the
@@ -28,7 +42,8 @@
 //
 // # Imports
 //
-// kernel imports dtype and the standard library only, so that package rma
-// (atomics) and package coll (reductions) can both use it. It carries no
+// kernel imports dtype, klauspost/cpuid/v2 and the standard library only,
+// so that package rma (atomics) and package coll (reductions) can both use
+// it. It carries no
 // compatibility promise: only the root package fi is public.
 package kernel
