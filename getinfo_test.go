@@ -111,7 +111,7 @@ func TestGetInfo_UnsupportedHintLeavesProviderOut(t *testing.T) {
 		{"ep type RDM", hintsWith(func(h *Info) { h.EpAttr.Type = EpRDM }), []string{"shm", "tcp"}},
 		{"caps RMA", hintsWith(func(h *Info) { h.Caps = Msg | RMA }), rmaProvs},
 		{"caps RMA events and fence", hintsWith(func(h *Info) { h.Caps = RMA | RMAEvent | Fence }), rmaProvs},
-		{"caps atomic not provided", hintsWith(func(h *Info) { h.Caps = Atomic }), nil},
+		{"caps atomic", hintsWith(func(h *Info) { h.Caps = Atomic }), rmaProvs},
 		{"caps HMEM not provided", hintsWith(func(h *Info) { h.Caps = Msg | HMEM }), nil},
 		{"secondary shared AV not provided", hintsWith(func(h *Info) { h.Caps = Msg | SharedAV }), nil},
 		{"secondary trigger not provided", hintsWith(func(h *Info) { h.Caps = Msg | Trigger }), nil},

@@ -35,9 +35,9 @@ type Flags uint64
 // Capability bits (fi_getinfo(3)); values equal libfabric's.
 const (
 	Msg          Flags = 1 << 1  // FI_MSG: send/receive messages (primary)
-	RMA          Flags = 1 << 2  // FI_RMA: remote memory access (primary; not provided by gofi)
+	RMA          Flags = 1 << 2  // FI_RMA: remote memory access (primary)
 	Tagged       Flags = 1 << 3  // FI_TAGGED: tagged messages (primary)
-	Atomic       Flags = 1 << 4  // FI_ATOMIC: atomics (primary; not provided by gofi)
+	Atomic       Flags = 1 << 4  // FI_ATOMIC: atomics (primary)
 	Multicast    Flags = 1 << 5  // FI_MULTICAST (primary; not provided)
 	Collective   Flags = 1 << 6  // FI_COLLECTIVE (primary)
 	Read         Flags = 1 << 8  // FI_READ: modifier of RMA/atomic; AV open flag (read-only)

@@ -33,17 +33,19 @@ func alignedBytes(n int) []byte {
 }
 
 // tcpRMACaps are the tcp provider's one-sided capabilities: the target's
-// event loop executes RMA requests, so no application progress is needed
-// at the target.
-const tcpRMACaps = RMA | Read | Write | RemoteRead | RemoteWrite | RMAEvent | Fence
+// event loop executes RMA and atomic requests, so no application progress
+// is needed at the target.
+const tcpRMACaps = RMA | Atomic | Read | Write | RemoteRead | RemoteWrite | RMAEvent | Fence
 
 // tcpRMAOrder is the ordering tcp keeps: one connection per peer pair
 // carries every request in order and the target's loop executes RMA as it
-// decodes it, before it hands later messages to the engine. Reads above
-// tcpOrderSize are split into requests a later operation may overtake,
-// hence the MaxOrder sizes.
+// decodes it, before it hands later messages to the engine; atomics go in
+// the same stream and are executed likewise. Reads above tcpOrderSize are
+// split into requests a later operation may overtake, hence the MaxOrder
+// sizes.
 const tcpRMAOrder = OrderRAR | OrderRAW | OrderWAR | OrderWAW | OrderSAR | OrderSAW |
-	OrderRMARAR | OrderRMARAW | OrderRMAWAR | OrderRMAWAW
+	OrderRMARAR | OrderRMARAW | OrderRMAWAR | OrderRMAWAW |
+	OrderAtomicRAR | OrderAtomicRAW | OrderAtomicWAR | OrderAtomicWAW
 
 // tcpOrderSize is the largest read whose requests are all in flight at
 // once (net's read window): ordering holds up to it.

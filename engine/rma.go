@@ -21,6 +21,7 @@ type RMAArgs struct {
 	Addr     uint64
 	Key      uint64
 	RIOV     []transport.RMAIOV
+	ElemSize uint64 // > 0: RIOV lengths count elements of this size (fi_rma_ioc)
 	Datatype uint8
 	Op       uint8
 	Compare  []byte
@@ -139,6 +140,11 @@ func (ep *Endpoint) fillRMA(r *rmaOp, a *RMAArgs) {
 	}
 	if a.RIOV != nil {
 		r.remotes = append(r.remotes[:0], a.RIOV...)
+		if a.ElemSize > 0 {
+			for i := range r.remotes {
+				r.remotes[i].Len *= a.ElemSize
+			}
+		}
 		q.Remote = r.remotes
 	} else {
 		n := iovBytes(q.Local)
