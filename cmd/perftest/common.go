@@ -132,6 +132,15 @@ type Result struct {
 	// and PlacementNs its cache-line round trip.
 	Placement   string  `json:"placement,omitempty"`
 	PlacementNs float64 `json:"placement_rt_ns,omitempty"`
+	// Collectives (perftest coll): Usec is the average over ranks of each
+	// rank's average per call, MinUsec and MaxUsec the fastest and slowest
+	// rank's; AllocsPerCall the most heap allocations per call on a rank;
+	// Load the machine's load average when the run started.
+	MinUsec       float64 `json:"min_usec,omitempty"`
+	MaxUsec       float64 `json:"max_usec,omitempty"`
+	Ranks         int     `json:"ranks,omitempty"`
+	AllocsPerCall float64 `json:"allocs_per_call,omitempty"`
+	Load          string  `json:"load,omitempty"`
 }
 
 // latency is the result's latency for plots: the median when measured

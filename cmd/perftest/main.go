@@ -2,7 +2,8 @@
 // peer process on this host and prints the latency and bandwidth of the
 // shm and tcp providers next to Go's net package; its subcommands are
 // libfabric's fi_pingpong (pingpong, same flags and output), latency
-// percentiles, streaming bandwidth, message rate, the server for runs
+// percentiles, streaming bandwidth, message rate, collective latency
+// as the OSU micro-benchmarks measure it (coll), the server for runs
 // between hosts, plots of -json results, and fi_info (info).
 //
 // Usage:
@@ -35,6 +36,7 @@ var commands = []command{
 	{"bw", bwKind.summary, testRunner(bwKind)},
 	{"msgrate", msgrateKind.summary, testRunner(msgrateKind)},
 	{"serve", "the server side of latency, bw and msgrate for runs between hosts", runServe},
+	{"coll", "collective latency per size (barrier, bcast, allreduce, allgather, alltoall), as the OSU micro-benchmarks measure MPI's", runColl},
 	{"place", "the placement: cache-line round trip between two CPUs (and, with -tail, a bare flag ping-pong's tail)", runPlace},
 	{"plot", "draw -json result files over each other (latency and bandwidth against size)", runPlot},
 	{"info", "list fabric providers and their attributes, like libfabric's fi_info", runInfo},

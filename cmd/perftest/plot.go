@@ -110,7 +110,7 @@ func collectSeries(reps []*Report, labels []string) []*series {
 			if r.PlacementNs > 0 {
 				s.rtNs = append(s.rtNs, r.PlacementNs)
 			}
-			if l := r.latency(); l > 0 && (r.Test == "latency" || r.Test == "pingpong") {
+			if l := r.latency(); l > 0 && (r.Test == "latency" || r.Test == "pingpong" || r.Ranks > 0) {
 				s.lat = append(s.lat, plotter.XY{X: float64(r.Size), Y: l})
 			}
 			if r.MBps > 0 {

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# coll.sh: gofi's collectives against MPICH's and Open MPI's on this host,
+# side by side: perftest coll and benchmarks/mpi/coll.c (the same timing
+# loop and table, built with mpicc.mpich and mpicc.openmpi) at the same
+# rank counts and sizes, in alternating rounds (the order rotates every
+# round), then the medians over rounds and the ratios.
+#
+# gofi and MPICH run under the same launcher, mpiexec.hydra. Open MPI's
+# processes cannot use Hydra (each starts as a singleton MPI_COMM_WORLD of
+# one), so Open MPI runs under its own mpirun (/usr/bin/mpiexec
+# --oversubscribe), gofi cannot use that one (PMIx).
+#
+# usage: benchmarks/coll.sh [-n "2 4 8"] [-R rounds] [-c colls] [-S sizes] [-I iters] [-x warmup] [-B bigsize] [-k dir]
+#
+#   -n     rank counts (default "2 4 8")
+#   -R     rounds per rank count (default 3)
+#   -c     collectives (default barrier,bcast,allreduce,allgather,alltoall)
+#   -S     sizes in bytes (default 8,1k,64k,1m; per rank block for
+#          allgather and alltoall)
+#   -I/-x  timed and warm-up calls per size (default 200 and 20)
+#   -B     one more allreduce size, run on its own with 20 calls (default
+#          16m; "" for none): its bandwidth is size / latency
+#   -k     keep the raw outputs in dir
+#
+# It prints the placement (perftest place) and the load before every run,
+# then per rank count a table of medians: for each collective and size the
+# average latency (OSU's figure) and the median call (P50) of gofi, MPICH
+# and Open MPI, and gofi / the faster MPI (below 1: gofi faster).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ns="2 4 8"
+rounds=3
+colls=barrier,bcast,allreduce,allgather,alltoall
+sizes=8,1k,64k,1m
+iters=200
+warm=20
+big=16m
+keep=
+while getopts "n:R:c:S:I:x:B:k:" o; do
+	case $o in
+	n) ns=$OPTARG ;;
+	R) rounds=$OPTARG ;;
+	c) colls=$OPTARG ;;
+	S) sizes=$OPTARG ;;
+	I) iters=$OPTARG ;;
+	x) warm=$OPTARG ;;
+	B) big=$OPTARG ;;
+	k) keep=$OPTARG ;;
+	*) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+	esac
+done
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+go build -o "$tmp/perftest" ./cmd/perftest
+mpicc.mpich -O2 -o "$tmp/coll-mpich" benchmarks/mpi/coll.c
+mpicc.openmpi -O2 -o "$tmp/coll-openmpi" benchmarks/mpi/coll.c
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+echo "# $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(uname -r)"
+"$tmp/perftest" place 2>&1 | head -2 || true
+
+# run TOOL N ARGS...: one run, its table appended to $tmp/out.TOOL.N as
+# "coll size avg p50" lines.
+run() {
+	local tool=$1 n=$2 out
+	shift 2
+	echo "# $(date -u +%T) $tool -n $n $*: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	case $tool in
+	gofi) out=$(mpiexec.hydra -n "$n" "$tmp/perftest" coll "$@") ;;
+	mpich) out=$(mpiexec.hydra -n "$n" "$tmp/coll-mpich" "$@") ;;
+	openmpi) out=$(mpiexec --oversubscribe -n "$n" "$tmp/coll-openmpi" "$@") ;;
+	esac
+	if [ -n "$keep" ]; then
+		mkdir -p "$keep"
+		echo "$out" >>"$keep/$tool.$n.txt"
+	fi
+	echo "$out" | grep -E '^# (placement|perftest coll|mpich|openmpi)' >&2 || true
+	echo "$out" | awk '/^# [a-z]+( \(|$)/ {c=$2} /^[0-9]/ {print c, $1, $2, $6}' >>"$tmp/out.$tool.$n"
+}
+
+tools=(gofi mpich openmpi)
+for n in $ns; do
+	for r in $(seq "$rounds"); do
+		for k in 0 1 2; do
+			t=${tools[$(((r + k) % 3))]}
+			run "$t" "$n" -c "$colls" -S "$sizes" -I "$iters" -x "$warm"
+			if [ -n "$big" ] && [[ ,$colls, == *,allreduce,* ]]; then
+				run "$t" "$n" -c allreduce -S "$big" -I 20 -x 2
+			fi
+		done
+	done
+done
+
+# medians: "coll size" -> median avg, median p50 of one tool's file.
+medians() {
+	awk '{k=$1" "$2; a[k]=a[k]" "$3; p[k]=p[k]" "$4; if (!(k in seen)) {seen[k]=1; order[++n]=k}}
+	function med(s,   v, m, i, j, x) {
+		m = split(s, v, " ")
+		for (i = 2; i <= m; i++) { x = v[i]; for (j = i - 1; j >= 1 && v[j] + 0 > x + 0; j--) v[j+1] = v[j]; v[j+1] = x }
+		return (m % 2) ? v[(m+1)/2] : (v[m/2] + v[m/2+1]) / 2
+	}
+	END {for (i = 1; i <= n; i++) print order[i], med(a[order[i]]), med(p[order[i]])}' "$1"
+}
+
+for n in $ns; do
+	for t in "${tools[@]}"; do medians "$tmp/out.$t.$n" >"$tmp/med.$t.$n"; done
+	echo
+	echo "# $n ranks: medians of $rounds rounds, microseconds (avg = OSU's average call, p50 = median call)"
+	printf "%-10s %9s %10s %10s %10s %8s %10s %10s %10s %8s\n" coll size gofi_avg mpich_avg ompi_avg ratio gofi_p50 mpich_p50 ompi_p50 ratio
+	join -j1 <(awk '{print $1":"$2, $3, $4}' "$tmp/med.gofi.$n") <(awk '{print $1":"$2, $3, $4}' "$tmp/med.mpich.$n") |
+		join -j1 - <(awk '{print $1":"$2, $3, $4}' "$tmp/med.openmpi.$n") |
+		awk '{split($1, k, ":"); ba = ($4 < $6) ? $4 : $6; bp = ($5 < $7) ? $5 : $7
+			printf "%-10s %9d %10.2f %10.2f %10.2f %8.2f %10.2f %10.2f %10.2f %8.2f\n", k[1], k[2], $2, $4, $6, $2 / ba, $3, $5, $7, $3 / bp}' |
+		sort -s -k1,1 -k2,2n
+done
+echo
+echo "# ratio: gofi / the faster of MPICH and Open MPI (below 1: gofi faster)"

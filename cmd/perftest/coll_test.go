@@ -1,0 +1,98 @@
+package main
+
+// perftest coll: self-spawned and under Hydra, the tables, JSON and plot.
+// Short runs (-I, -S): they check the wiring, the checked results and the
+// output, not the speed.
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofi-dev/fi/internal/jobtest"
+)
+
+// TestColl_SelfSpawnJSONAndPlot: three ranks (not a power of two) started
+// by perftest itself; every collective and size has a result with the
+// rank count, min <= avg <= max, and the plot is drawn.
+func TestColl_SelfSpawnJSONAndPlot(t *testing.T) {
+	bin := buildPerftest(t)
+	svg := filepath.Join(t.TempDir(), "coll.svg")
+	rc, out, errs := runBin(t, bin, 90*time.Second, launchEnv(), "coll", "-n", "3", "-S", "8,1k", "-I", "20", "-x", "2", "-json", "-plot", svg)
+	if rc != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", rc, out, errs)
+	}
+	var rep Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	got := map[string]int{}
+	for _, r := range rep.Results {
+		got[r.Test]++
+		if r.Tool != "gofi" || r.Ranks != 3 || r.Provider != "shm" || r.Iterations != 20 || r.Load == "" {
+			t.Errorf("result %+v", r)
+		}
+		if !(r.MinUsec <= r.Usec && r.Usec <= r.MaxUsec && r.Usec > 0 && r.P50 > 0) {
+			t.Errorf("%s %d B: min %v avg %v max %v p50 %v", r.Test, r.Size, r.MinUsec, r.Usec, r.MaxUsec, r.P50)
+		}
+	}
+	want := map[string]int{"barrier": 1, "bcast": 2, "allreduce": 2, "allgather": 2, "alltoall": 2}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%d %s results, want %d (%v)", got[k], k, v, got)
+		}
+	}
+	if rep.Placement == nil {
+		t.Errorf("no placement in the report")
+	}
+	b, err := os.ReadFile(svg)
+	if err != nil || !bytes.Contains(b, []byte("gofi shm allreduce")) {
+		t.Errorf("plot: %v", err)
+	}
+}
+
+var collRowRe = regexp.MustCompile(`(?m)^1024\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+10\s+[0-9.]+\s+[0-9.]+$`)
+
+// TestColl_Hydra: under mpiexec.hydra the launcher's ranks run, rank 0
+// prints each table once, with the placement and the load.
+func TestColl_Hydra(t *testing.T) {
+	bin := buildPerftest(t)
+	r := jobtest.RunHydra(t, 90*time.Second, launchEnv(), 3, nil, bin, "coll", "-c", "allreduce,alltoall", "-S", "1k", "-I", "10", "-x", "1")
+	if r.Err != nil {
+		t.Fatalf("%s", r.Report())
+	}
+	for _, h := range []string{"# perftest coll: 3 ranks (3 on this host) on shm", "# allreduce (FLOAT SUM)", "# alltoall (size per rank)", "# placement:", "# CPUs allowed per rank: 0:"} {
+		if n := strings.Count(r.Stdout, h); n != 1 {
+			t.Errorf("%q printed %d times, want once:\n%s", h, n, r.Report())
+		}
+	}
+	if n := len(collRowRe.FindAllString(r.Stdout, -1)); n != 2 {
+		t.Errorf("%d rows for 1024 B of 10 calls, want 2:\n%s", n, r.Report())
+	}
+}
+
+func TestColl_BadFlagsExit2(t *testing.T) {
+	bin := buildPerftest(t)
+	for _, args := range [][]string{{"coll", "-c", "scan"}, {"coll", "-S", "8", "-m", "4:8"}, {"coll", "-n", "0"}, {"coll", "-wait", "nap"}, {"coll", "extra"}} {
+		if rc, _, errs := runBin(t, bin, 30*time.Second, nil, args...); rc != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, rc, errs)
+		}
+	}
+}
+
+func TestParseRange(t *testing.T) {
+	if s, err := parseRange("4:64"); err != nil || len(s) != 5 || s[0] != 4 || s[4] != 64 {
+		t.Errorf("4:64 = %v, %v", s, err)
+	}
+	if s, err := parseRange("1k"); err != nil || len(s) != 11 || s[10] != 1024 {
+		t.Errorf("1k = %v, %v", s, err)
+	}
+	if _, err := parseRange("64:4"); err == nil {
+		t.Errorf("64:4 accepted")
+	}
+}
