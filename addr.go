@@ -1,11 +1,11 @@
 package fi
 
 import (
-	"encoding/binary"
-	"net"
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/gofi-dev/fi/internal/sockaddr"
 )
 
 // FI_ADDR_STR addresses (fi_getinfo(3) ADDRESSING FORMATS) follow
@@ -290,12 +290,12 @@ func SockaddrStr(ap netip.AddrPort) string {
 	return FormatAddrStr(a)
 }
 
-// Linux socket address layout.
+// Linux socket address layout (see internal/sockaddr).
 const (
-	afInet       = 2  // AF_INET
-	afInet6      = 10 // AF_INET6
-	sizeofSockIn = 16 // sizeof(struct sockaddr_in)
-	sizeofSockI6 = 28 // sizeof(struct sockaddr_in6)
+	afInet       = sockaddr.AfInet
+	afInet6      = sockaddr.AfInet6
+	sizeofSockIn = sockaddr.SizeIn
+	sizeofSockI6 = sockaddr.SizeIn6
 )
 
 // SockaddrFromAddrPort encodes ap as a Linux struct sockaddr_in (16 bytes,
@@ -304,36 +304,10 @@ const (
 // IPv6 scope id taken from the zone (a number or an interface name). An
 // invalid ap or an unknown zone name gives ErrInval.
 func SockaddrFromAddrPort(ap netip.AddrPort) ([]byte, error) {
-	const op = "SockaddrFromAddrPort"
-	ip := ap.Addr()
-	if !ip.IsValid() {
-		return nil, opErr(op, ErrInval, "invalid address")
+	b, err := sockaddr.Encode(ap)
+	if err != nil {
+		return nil, opErr("SockaddrFromAddrPort", ErrInval, "%v", err)
 	}
-	if ip.Is4() {
-		b := make([]byte, sizeofSockIn)
-		binary.LittleEndian.PutUint16(b[0:], afInet)
-		binary.BigEndian.PutUint16(b[2:], ap.Port())
-		a4 := ip.As4()
-		copy(b[4:8], a4[:])
-		return b, nil
-	}
-	var scope uint32
-	if z := ip.Zone(); z != "" {
-		if n, err := strconv.ParseUint(z, 10, 32); err == nil {
-			scope = uint32(n)
-		} else if ifi, err := net.InterfaceByName(z); err == nil {
-			scope = uint32(ifi.Index)
-		} else {
-			return nil, opErr(op, ErrInval, "unknown IPv6 zone %q", z)
-		}
-	}
-	b := make([]byte, sizeofSockI6)
-	binary.LittleEndian.PutUint16(b[0:], afInet6)
-	binary.BigEndian.PutUint16(b[2:], ap.Port())
-	// b[4:8] flowinfo stays zero
-	a16 := ip.As16()
-	copy(b[8:24], a16[:])
-	binary.LittleEndian.PutUint32(b[24:], scope)
 	return b, nil
 }
 
@@ -342,29 +316,11 @@ func SockaddrFromAddrPort(ap netip.AddrPort) ([]byte, error) {
 // sockaddr_storage are accepted). A non-zero IPv6 scope id becomes a
 // decimal zone. A short buffer or another family gives ErrInval.
 func AddrPortFromSockaddr(b []byte) (netip.AddrPort, error) {
-	const op = "AddrPortFromSockaddr"
-	if len(b) < 2 {
-		return netip.AddrPort{}, opErr(op, ErrInval, "%d bytes is too short for a sockaddr", len(b))
+	ap, err := sockaddr.Decode(b)
+	if err != nil {
+		return ap, opErr("AddrPortFromSockaddr", ErrInval, "%v", err)
 	}
-	switch fam := binary.LittleEndian.Uint16(b); fam {
-	case afInet:
-		if len(b) < sizeofSockIn {
-			return netip.AddrPort{}, opErr(op, ErrInval, "%d bytes is too short for a sockaddr_in", len(b))
-		}
-		ip := netip.AddrFrom4([4]byte(b[4:8]))
-		return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:])), nil
-	case afInet6:
-		if len(b) < sizeofSockI6 {
-			return netip.AddrPort{}, opErr(op, ErrInval, "%d bytes is too short for a sockaddr_in6", len(b))
-		}
-		ip := netip.AddrFrom16([16]byte(b[8:24]))
-		if scope := binary.LittleEndian.Uint32(b[24:]); scope != 0 {
-			ip = ip.WithZone(strconv.FormatUint(uint64(scope), 10))
-		}
-		return netip.AddrPortFrom(ip, binary.BigEndian.Uint16(b[2:])), nil
-	default:
-		return netip.AddrPort{}, opErr(op, ErrInval, "address family %d is neither AF_INET nor AF_INET6", fam)
-	}
+	return ap, nil
 }
 
 // straddr renders an address of the given format for people, the way

@@ -242,7 +242,7 @@ func (av *AV) Close() error {
 	av.closed.Store(true)
 	var err error
 	if av.named != nil {
-		err = av.named.close()
+		err = storeErr(av.named.Close())
 	}
 	av.mu.Unlock()
 	av.dom.dropChild(childAV)
@@ -408,9 +408,9 @@ func (av *AV) insert(op string, addrs [][]byte, uids []Addr, flags Flags) ([]Add
 		}
 	}
 	if av.named != nil {
-		if err := av.named.lock(); err != nil {
+		if err := av.named.Lock(); err != nil {
 			av.mu.Unlock()
-			return nil, err
+			return nil, storeErr(err)
 		}
 	}
 	var scratch [maxSockaddrLen]byte
@@ -423,12 +423,12 @@ func (av *AV) insert(op string, addrs [][]byte, uids []Addr, flags Flags) ([]Add
 		}
 		var idx uint64
 		if av.named != nil {
-			idx, err = av.named.insert(b)
+			idx, err = av.named.Insert(b)
 		} else {
-			idx, err = av.tab.insert(b)
+			idx, err = av.tab.Insert(b)
 		}
 		if err != nil {
-			fail(i, fmt.Errorf("address %d: %w", i, err))
+			fail(i, fmt.Errorf("address %d: %w", i, storeErr(err)))
 			continue
 		}
 		out[i] = Addr(idx)
@@ -440,7 +440,7 @@ func (av *AV) insert(op string, addrs [][]byte, uids []Addr, flags Flags) ([]Add
 		n++
 	}
 	if av.named != nil {
-		av.named.unlock()
+		av.named.Unlock()
 	}
 	av.mu.Unlock()
 	if n > 0 {
@@ -477,9 +477,9 @@ func (av *AV) clearUIDLocked(i uint64) {
 
 func (av *AV) validLocked(i uint64) bool {
 	if av.named != nil {
-		return av.named.valid(i)
+		return av.named.Valid(i)
 	}
-	return av.tab.valid(i)
+	return av.tab.Valid(i)
 }
 
 // Remove removes addrs from the AV (fi_av_remove): their indices become
@@ -497,9 +497,9 @@ func (av *AV) Remove(addrs []Addr, flags Flags) error {
 		return err
 	}
 	if av.named != nil {
-		if err := av.named.lock(); err != nil {
+		if err := av.named.Lock(); err != nil {
 			av.mu.Unlock()
-			return err
+			return storeErr(err)
 		}
 	}
 	var err error
@@ -514,15 +514,15 @@ func (av *AV) Remove(addrs []Addr, flags Flags) error {
 	if err == nil {
 		for _, a := range addrs {
 			if av.named != nil {
-				av.named.remove(uint64(a))
+				av.named.Remove(uint64(a))
 			} else {
-				av.tab.remove(uint64(a))
+				av.tab.Remove(uint64(a))
 			}
 			av.clearUIDLocked(uint64(a))
 		}
 	}
 	if av.named != nil {
-		av.named.unlock()
+		av.named.Unlock()
 	}
 	av.mu.Unlock()
 	if err == nil && len(addrs) > 0 {
@@ -588,9 +588,9 @@ func (av *AV) getLocked(i uint64, scratch []byte) ([]byte, bool) {
 		return nil, false
 	}
 	if av.named != nil {
-		return av.named.get(i, scratch)
+		return av.named.Get(i, scratch)
 	}
-	return av.tab.get(i, scratch)
+	return av.tab.Get(i, scratch)
 }
 
 // lookupBytes returns the address stored at index a for the send path:
@@ -606,7 +606,7 @@ func (av *AV) lookupBytes(a Addr, scratch []byte) ([]byte, bool) {
 		if av.closed.Load() {
 			return nil, false
 		}
-		return av.tab.get(uint64(a), scratch)
+		return av.tab.Get(uint64(a), scratch)
 	}
 	// a named AV's mapping goes away at Close: hold the read lock
 	av.mu.RLock()
@@ -639,9 +639,9 @@ func (av *AV) reverse(addr []byte) (uint64, bool) {
 	var i uint64
 	var ok bool
 	if av.named != nil {
-		i, ok = av.named.find(addr)
+		i, ok = av.named.Find(addr)
 	} else {
-		i, ok = av.tab.find(addr)
+		i, ok = av.tab.Find(addr)
 	}
 	if !ok {
 		return 0, false
@@ -702,9 +702,9 @@ func (av *AV) Count() int {
 		return 0
 	}
 	if av.named != nil {
-		return av.named.count()
+		return av.named.Count()
 	}
-	return av.tab.live
+	return av.tab.Live()
 }
 
 // errAVFull is returned for an address that does not fit.

@@ -146,14 +146,14 @@ func (av *AV) insertRange(sym *symAddrs) ([]Addr, bool) {
 	var start uint64
 	var ok bool
 	if av.named != nil {
-		if av.named.lock() != nil {
+		if av.named.Lock() != nil {
 			av.mu.Unlock()
 			return nil, false
 		}
-		start, ok = av.named.insertRange(base, uint64(sym.nodes), uint64(sym.svcs))
-		av.named.unlock()
+		start, ok = av.named.InsertRange(base, uint64(sym.nodes), uint64(sym.svcs))
+		av.named.Unlock()
 	} else {
-		start, ok = av.tab.insertRange(base, uint64(sym.nodes), uint64(sym.svcs))
+		start, ok = av.tab.InsertRange(base, uint64(sym.nodes), uint64(sym.svcs))
 	}
 	if ok {
 		n := uint64(sym.nodes * sym.svcs)

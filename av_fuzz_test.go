@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"os"
 	"testing"
+
+	"github.com/gofi-dev/fi/internal/avstore"
 )
 
 func mustAP(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }
@@ -133,35 +135,35 @@ func FuzzInsertSym(f *testing.F) {
 // FuzzNamedAVFile opens arbitrary bytes as a named AV file: an error or a
 // working AV, never a panic.
 func FuzzNamedAVFile(f *testing.F) {
-	good := make([]byte, namedHdrSize+24)
-	copy(good, namedMagic)
-	good[hVersion] = namedVersion
-	good[hHdrSize], good[hHdrSize+1] = namedHdrSize&0xff, namedHdrSize>>8
-	good[hFormat] = byte(SockaddrIn)
-	good[hSlotSize] = 24
-	good[hCap+1] = 1024 >> 8
-	good[hHW] = 3
-	good[namedHdrSize] = 1
-	good[namedHdrSize+4] = 200
+	good := make([]byte, avstore.HdrSize+24)
+	copy(good, avstore.Magic)
+	good[avstore.OffVersion] = avstore.Version
+	good[avstore.OffHdrSize], good[avstore.OffHdrSize+1] = avstore.HdrSize&0xff, avstore.HdrSize>>8
+	good[avstore.OffFormat] = byte(SockaddrIn)
+	good[avstore.OffSlotSize] = 24
+	good[avstore.OffCap+1] = 1024 >> 8
+	good[avstore.OffHW] = 3
+	good[avstore.HdrSize] = 1
+	good[avstore.HdrSize+4] = 200
 	f.Add(good)
-	f.Add(good[:hPids])
+	f.Add(good[:avstore.OffPids])
 	withRange := append([]byte(nil), good...)
-	withRange[hNRanges] = 1
-	withRange[hRanges+0] = 2     // start
-	withRange[hRanges+4] = 8     // count
-	withRange[hRanges+8] = 2     // services per node
-	withRange[hRanges+13] = 0x13 // port 0x1300
-	withRange[hRanges+14] = 1    // IPv4
-	withRange[hRanges+39] = 10   // base 0.0.0.10
-	withRange[hHW] = 10
+	withRange[avstore.OffNRanges] = 1
+	withRange[avstore.OffRanges+0] = 2     // start
+	withRange[avstore.OffRanges+4] = 8     // count
+	withRange[avstore.OffRanges+8] = 2     // services per node
+	withRange[avstore.OffRanges+13] = 0x13 // port 0x1300
+	withRange[avstore.OffRanges+14] = 1    // IPv4
+	withRange[avstore.OffRanges+39] = 10   // base 0.0.0.10
+	withRange[avstore.OffHW] = 10
 	f.Add(withRange)
-	f.Add([]byte(namedMagic))
+	f.Add([]byte(avstore.Magic))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		name := testAVName(t, "fuzz")
-		path, _ := namedAVPath(name)
-		if len(data) < namedHdrSize+1024*24 {
+		path, _ := avstore.NamedPath(name)
+		if len(data) < avstore.HdrSize+1024*24 {
 			// keep the header under test, pad the slots
-			data = append(data, make([]byte, namedHdrSize+1024*24-len(data))...)
+			data = append(data, make([]byte, avstore.HdrSize+1024*24-len(data))...)
 		}
 		if err := os.WriteFile(path, data, 0o600); err != nil {
 			t.Fatal(err)

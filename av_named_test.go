@@ -11,12 +11,14 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gofi-dev/fi/internal/avstore"
 )
 
 // testAVName returns a name unique to this test process.
 func testAVName(t testing.TB, tag string) string {
 	name := fmt.Sprintf("test-%d-%s", os.Getpid(), tag)
-	path, err := namedAVPath(name)
+	path, err := avstore.NamedPath(name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func TestNamedAV_MapAddr(t *testing.T) {
 // The file is private (0600) and removed when the last user closes.
 func TestNamedAV_FileModeAndRemoval(t *testing.T) {
 	name := testAVName(t, "mode")
-	path, _ := namedAVPath(name)
+	path, _ := avstore.NamedPath(name)
 	_, fab, dom := openFirst(t, "shm")
 	defer fab.Close()
 	defer dom.Close()
@@ -192,8 +194,8 @@ func TestNamedAV_FileModeAndRemoval(t *testing.T) {
 // A named AV holds max(2*Count, 65536) entries; more get FI_ENOSPC.
 func TestNamedAV_Capacity(t *testing.T) {
 	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap"), Count: 40000, Flags: Symmetric})
-	if av.named.cap != 80000 {
-		t.Fatalf("capacity %d, want 80000", av.named.cap)
+	if av.named.Cap() != 80000 {
+		t.Fatalf("capacity %d, want 80000", av.named.Cap())
 	}
 	if _, err := av.InsertSym("10.0.0.0", 79999, "1", 1, 0); err != nil {
 		t.Fatal(err)
@@ -204,8 +206,8 @@ func TestNamedAV_Capacity(t *testing.T) {
 		t.Fatalf("over capacity: %v %v", got, err)
 	}
 	small := openTCPAV(t, &AVAttr{Name: testAVName(t, "cap2"), Count: 10})
-	if small.named.cap != namedMinCap {
-		t.Fatalf("capacity %d, want %d", small.named.cap, namedMinCap)
+	if small.named.Cap() != avstore.MinCap {
+		t.Fatalf("capacity %d, want %d", small.named.Cap(), avstore.MinCap)
 	}
 }
 
@@ -217,7 +219,7 @@ func TestNamedAV_StaleReplaced(t *testing.T) {
 	// pretend the process died: a pid that is not running, file left
 	dead := exec.Command("true")
 	dead.Run()
-	binary.LittleEndian.PutUint32(av.named.m[hPids+4*av.named.pid:], uint32(dead.Process.Pid))
+	binary.LittleEndian.PutUint32(av.named.Mem()[avstore.OffPids+4*uint64(av.named.PidSlot()):], uint32(dead.Process.Pid))
 	av2 := openTCPAV(t, &AVAttr{Name: name})
 	if av2.Count() != 0 {
 		t.Fatalf("stale AV reused with %d entries", av2.Count())
@@ -227,15 +229,15 @@ func TestNamedAV_StaleReplaced(t *testing.T) {
 // Foreign or corrupt files are refused with an error, never a panic.
 func TestNamedAV_CorruptFileRefused(t *testing.T) {
 	good := func() []byte {
-		b := make([]byte, namedHdrSize+1024*24)
-		copy(b, namedMagic)
+		b := make([]byte, avstore.HdrSize+1024*24)
+		copy(b, avstore.Magic)
 		le := binary.LittleEndian
-		le.PutUint32(b[hVersion:], namedVersion)
-		le.PutUint32(b[hHdrSize:], namedHdrSize)
-		le.PutUint32(b[hFormat:], uint32(SockaddrIn))
-		le.PutUint32(b[hSlotSize:], 24)
-		le.PutUint32(b[hCap:], 1024)
-		le.PutUint32(b[hPids:], uint32(os.Getpid()))
+		le.PutUint32(b[avstore.OffVersion:], avstore.Version)
+		le.PutUint32(b[avstore.OffHdrSize:], avstore.HdrSize)
+		le.PutUint32(b[avstore.OffFormat:], uint32(SockaddrIn))
+		le.PutUint32(b[avstore.OffSlotSize:], 24)
+		le.PutUint32(b[avstore.OffCap:], 1024)
+		le.PutUint32(b[avstore.OffPids:], uint32(os.Getpid()))
 		return b
 	}
 	for _, c := range []struct {
@@ -245,16 +247,16 @@ func TestNamedAV_CorruptFileRefused(t *testing.T) {
 		want Errno
 	}{
 		{"bad magic", func(b []byte) []byte { b[0] = 'X'; return b }, 0o600, ErrInval},
-		{"newer version", func(b []byte) []byte { b[hVersion] = 9; return b }, 0o600, ErrInval},
-		{"other format", func(b []byte) []byte { b[hFormat] = byte(AddrStr); return b }, 0o600, ErrInval},
-		{"bad slot size", func(b []byte) []byte { b[hSlotSize] = 7; return b }, 0o600, ErrInval},
-		{"capacity past the end", func(b []byte) []byte { b[hCap+2] = 1; return b }, 0o600, ErrInval},
+		{"newer version", func(b []byte) []byte { b[avstore.OffVersion] = 9; return b }, 0o600, ErrInval},
+		{"other format", func(b []byte) []byte { b[avstore.OffFormat] = byte(AddrStr); return b }, 0o600, ErrInval},
+		{"bad slot size", func(b []byte) []byte { b[avstore.OffSlotSize] = 7; return b }, 0o600, ErrInval},
+		{"capacity past the end", func(b []byte) []byte { b[avstore.OffCap+2] = 1; return b }, 0o600, ErrInval},
 		{"short file", func(b []byte) []byte { return b[:100] }, 0o600, ErrInval},
 		{"readable by others", func(b []byte) []byte { return b }, 0o644, ErrPerm},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			name := testAVName(t, "corrupt")
-			path, _ := namedAVPath(name)
+			path, _ := avstore.NamedPath(name)
 			if err := os.WriteFile(path, c.edit(good()), c.mode); err != nil {
 				t.Fatal(err)
 			}
@@ -278,13 +280,13 @@ func TestNamedAV_CorruptFileRefused(t *testing.T) {
 func TestNamedAV_HostileEntries(t *testing.T) {
 	av := openTCPAV(t, &AVAttr{Name: testAVName(t, "hostile")})
 	av.Insert(sas(t, "10.0.0.1:1"), 0)
-	m := av.named.m
+	m := av.named.Mem()
 	le := binary.LittleEndian
-	le.PutUint16(m[namedHdrSize+4:], 0xffff) // length past the slot
-	le.PutUint32(m[hHW:], 0xffffffff)        // high water past capacity
-	le.PutUint32(m[hLowFree:], 0xfffffff0)   // hint past capacity
-	le.PutUint32(m[namedHdrSize+24*5:], 1)   // slot 5 "in use"
-	le.PutUint16(m[namedHdrSize+24*5+4:], 3) // with 3 bytes
+	le.PutUint16(m[avstore.HdrSize+4:], 0xffff)      // length past the slot
+	le.PutUint32(m[avstore.OffHW:], 0xffffffff)      // high water past capacity
+	le.PutUint32(m[avstore.OffLowFree:], 0xfffffff0) // hint past capacity
+	le.PutUint32(m[avstore.HdrSize+24*5:], 1)        // slot 5 "in use"
+	le.PutUint16(m[avstore.HdrSize+24*5+4:], 3)      // with 3 bytes
 	b, err := av.Lookup(0)
 	if err != nil || len(b) > 16 {
 		t.Fatalf("Lookup of an over-long entry: %x, %v", b, err)
@@ -292,7 +294,7 @@ func TestNamedAV_HostileEntries(t *testing.T) {
 	if b, err := av.Lookup(5); err != nil || len(b) != 3 {
 		t.Fatalf("Lookup(5) = %x, %v", b, err)
 	}
-	if _, err := av.Lookup(namedMinCap + 5); !errors.Is(err, ErrNoEnt) {
+	if _, err := av.Lookup(avstore.MinCap + 5); !errors.Is(err, ErrNoEnt) {
 		t.Fatalf("Lookup past capacity: %v", err)
 	}
 	got, err := av.Insert(sas(t, "10.0.0.2:1"), 0)
@@ -301,12 +303,12 @@ func TestNamedAV_HostileEntries(t *testing.T) {
 	}
 	av.reverse(sa(t, "10.0.0.2:1"))
 	// range records: a count past the table and records that do not fit
-	le.PutUint32(m[hNRanges:], 1000)
-	r0 := m[hRanges:]
+	le.PutUint32(m[avstore.OffNRanges:], 1000)
+	r0 := m[avstore.OffRanges:]
 	le.PutUint32(r0[0:], 0xfffffff0) // start past capacity
 	le.PutUint32(r0[4:], 100)
 	le.PutUint32(r0[8:], 0) // no services
-	r1 := m[hRanges+namedRangeSize:]
+	r1 := m[avstore.OffRanges+avstore.RangeSize:]
 	le.PutUint32(r1[0:], 10)
 	le.PutUint32(r1[4:], 6)
 	le.PutUint32(r1[8:], 4) // 6 is not a multiple of 4
@@ -317,7 +319,7 @@ func TestNamedAV_HostileEntries(t *testing.T) {
 	if _, err := av.Lookup(12); !errors.Is(err, ErrNoEnt) {
 		t.Fatalf("a bad range record made index 12 valid: %v", err)
 	}
-	if !bytes.Equal(m[:8], []byte(namedMagic)) {
+	if !bytes.Equal(m[:8], []byte(avstore.Magic)) {
 		t.Fatal("header changed")
 	}
 }
@@ -351,12 +353,12 @@ func TestNamedAV_SymmetricCompact(t *testing.T) {
 	if err != nil || len(got) != 80000 || got[0] != 1 {
 		t.Fatalf("InsertSym: %d, %v", len(got), err)
 	}
-	if n := binary.LittleEndian.Uint32(av.named.m[hNRanges:]); n != 1 {
+	if n := binary.LittleEndian.Uint32(av.named.Mem()[avstore.OffNRanges:]); n != 1 {
 		t.Fatalf("%d range records, want 1", n)
 	}
 	// slots of the range were not written
-	off := av.named.slotOff(40000)
-	if !bytes.Equal(av.named.m[off:off+av.named.slot], make([]byte, av.named.slot)) {
+	off := av.named.SlotOff(40000)
+	if !bytes.Equal(av.named.Mem()[off:off+av.named.SlotSize()], make([]byte, av.named.SlotSize())) {
 		t.Fatal("range entry has slot storage")
 	}
 	want := "fi_sockaddr_in://10.8.39.16:6003" // index 1 + 4*10000 + 3

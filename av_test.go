@@ -518,13 +518,7 @@ func TestInsertSym_SymmetricCompact(t *testing.T) {
 	if err != nil || len(got) != 4000 || got[0] != 1 {
 		t.Fatalf("%d addresses from %v, err %v", len(got), got[:1], err)
 	}
-	dataPages := 0
-	for _, pg := range *av.tab.dir.Load() {
-		if pg != nil && pg.data != nil {
-			dataPages++
-		}
-	}
-	if n := len(*av.tab.ranges.Load()); n != 1 || dataPages > 1 {
+	if n, dataPages := av.tab.Footprint(); n != 1 || dataPages > 1 {
 		t.Fatalf("not compact: %d ranges, %d pages with entry storage", n, dataPages)
 	}
 	if s := lookupStr(t, av, 1+4*300+3); s != "fi_sockaddr_in://10.5.1.44:6003" {

@@ -114,9 +114,9 @@ func (av *AV) NewSet(attr *AVSetAttr) (*AVSet, error) {
 // highWaterLocked returns one past the highest index ever used.
 func (av *AV) highWaterLocked() uint64 {
 	if av.named != nil {
-		return av.named.hw()
+		return av.named.HW()
 	}
-	return av.tab.hw.Load()
+	return av.tab.HW()
 }
 
 // validAddr reports whether a is an address stored in the AV.

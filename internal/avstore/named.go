@@ -1,4 +1,4 @@
-package fi
+package avstore
 
 import (
 	"crypto/rand"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/internal/sockaddr"
 )
 
 // Named AVs shared between processes of one user on one host.
@@ -21,14 +23,14 @@ import (
 // A named AV is a file /dev/shm/gofi-av-<uid>-<name> (mode 0600) mapped by
 // every process that opens it. The file is a wire format, read as
 // untrusted input: every field is checked before use, a foreign or corrupt
-// file is refused with ErrInval (ErrPerm when owned by another user or
+// file is refused with CodeInval (CodePerm when owned by another user or
 // readable by others).
 //
 //	offset size  field
 //	0      8     magic "gofiAV\x00\x01"
 //	8      4     version (1)
 //	12     4     header size (320)
-//	16     4     address format (AddrFormat)
+//	16     4     address format (Format)
 //	20     4     slot size (bytes per entry, 8 + largest address)
 //	24     4     capacity (entries)
 //	28     4     high water: one past the highest index used (atomic)
@@ -63,72 +65,75 @@ import (
 // processes have all died is stale and replaced at open. Indices are the
 // same in every process; user ids (AVUserID) are per process.
 
+// The file's layout: the header fields' offsets (Off*), its size, magic
+// and version, the smallest capacity a created AV gets, and the size of a
+// range record. Exported for tests that write hostile files.
 const (
-	namedMagic    = "gofiAV\x00\x01"
-	namedVersion  = 1
-	namedHdrSize  = 1152
+	Magic         = "gofiAV\x00\x01"
+	Version       = 1
+	HdrSize       = 1152
 	namedMaxPids  = 64
-	namedMinCap   = 1 << 16
+	MinCap        = 1 << 16
 	namedMaxCap   = 1 << 24
 	namedStrSlot  = 256 // slot size for FI_ADDR_STR entries
 	namedSlotHead = 8
 
-	hVersion  = 8
-	hHdrSize  = 12
-	hFormat   = 16
-	hSlotSize = 20
-	hCap      = 24
-	hHW       = 28
-	hLowFree  = 32
-	hFlags    = 36
-	hMapAddr  = 40
-	hGen      = 48
-	hLive     = 56
-	hPids     = 64
-	hNRanges  = 320
-	hRanges   = 328
+	OffVersion  = 8
+	OffHdrSize  = 12
+	OffFormat   = 16
+	OffSlotSize = 20
+	OffCap      = 24
+	OffHW       = 28
+	OffLowFree  = 32
+	OffFlags    = 36
+	OffMapAddr  = 40
+	OffGen      = 48
+	OffLive     = 56
+	OffPids     = 64
+	OffNRanges  = 320
+	OffRanges   = 328
 
 	namedMaxRanges = 16
-	namedRangeSize = 48
+	RangeSize      = 48
 )
 
-// namedAVDir is where named AVs live; tests may point it elsewhere.
+// namedAVDir is where named AVs live.
 var namedAVDir = "/dev/shm"
 
-// namedAVPath returns the file of the named AV name, checking the name.
-func namedAVPath(name string) (string, error) {
+// NamedPath returns the file of the named AV name, checking the name.
+func NamedPath(name string) (string, error) {
 	if len(name) == 0 || len(name) > 200 || name[0] == '.' {
-		return "", opErr("Domain.OpenAV", ErrInval, "bad AV name %q (1..200 of [A-Za-z0-9._-], not starting with '.')", name)
+		return "", errf("Domain.OpenAV", CodeInval, "bad AV name %q (1..200 of [A-Za-z0-9._-], not starting with '.')", name)
 	}
 	for i := 0; i < len(name); i++ {
 		c := name[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return "", opErr("Domain.OpenAV", ErrInval, "bad AV name %q (1..200 of [A-Za-z0-9._-], not starting with '.')", name)
+			return "", errf("Domain.OpenAV", CodeInval, "bad AV name %q (1..200 of [A-Za-z0-9._-], not starting with '.')", name)
 		}
 	}
 	return filepath.Join(namedAVDir, fmt.Sprintf("gofi-av-%d-%s", os.Getuid(), name)), nil
 }
 
 // namedSlotSize is the slot size for entries of format f.
-func namedSlotSize(f AddrFormat) uint32 {
+func namedSlotSize(f Format) uint32 {
 	switch f {
-	case SockaddrIn:
-		return namedSlotHead + sizeofSockIn
-	case SockaddrIn6, Sockaddr:
-		return namedSlotHead + sizeofSockI6 + 4 // 40: keeps slots 8-aligned
+	case FormatIn:
+		return namedSlotHead + sockaddr.SizeIn
+	case FormatIn6, FormatAny:
+		return namedSlotHead + sockaddr.SizeIn6 + 4 // 40: keeps slots 8-aligned
 	}
 	return namedStrSlot
 }
 
-// namedAV is an open named AV. Its methods other than find are called
+// Named is an open named AV. Its methods other than find are called
 // with the owning AV's lock held; writers bracket changes with lock and
 // unlock.
-type namedAV struct {
+type Named struct {
 	path   string
 	f      *os.File
 	m      mmap.MMap
 	ro     bool
-	format AddrFormat
+	format Format
 	slot   uint64 // slot size
 	cap    uint64
 	pid    int // pid slot registered, -1 if none
@@ -143,18 +148,18 @@ type namedAV struct {
 
 // ranges returns the published, valid range records (decoded once per
 // count). A record that does not fit the AV is ignored.
-func (n *namedAV) ranges() []avRange {
+func (n *Named) ranges() []avRange {
 	if n.slot == namedStrSlot {
 		return nil // FI_ADDR_STR AVs have no ranges
 	}
-	cnt := min(uint64(n.u32(hNRanges).Load()), namedMaxRanges)
+	cnt := min(uint64(n.u32(OffNRanges).Load()), namedMaxRanges)
 	if c := n.rcache.Load(); c != nil && uint64(cap(*c)) == cnt {
 		return *c
 	}
 	le := binary.LittleEndian
 	out := make([]avRange, 0, cnt)
 	for k := uint64(0); k < cnt; k++ {
-		b := n.m[hRanges+k*namedRangeSize : hRanges+(k+1)*namedRangeSize]
+		b := n.m[OffRanges+k*RangeSize : OffRanges+(k+1)*RangeSize]
 		r := avRange{
 			start: uint64(le.Uint32(b[0:])), n: uint64(le.Uint32(b[4:])), svcs: uint64(le.Uint32(b[8:])),
 			port: le.Uint16(b[12:]), is4: b[14] == 1, scope: le.Uint32(b[16:]),
@@ -162,7 +167,7 @@ func (n *namedAV) ranges() []avRange {
 		}
 		if r.n == 0 || r.svcs == 0 || r.n%r.svcs != 0 || r.start+r.n > n.cap || r.svcs > 65536 ||
 			uint64(r.port)+r.svcs-1 > 65535 || (r.is4 && (r.hi != 0 || r.lo+r.n/r.svcs-1 > 0xffffffff)) ||
-			(r.is4 && n.format == SockaddrIn6) || (!r.is4 && n.format == SockaddrIn) {
+			(r.is4 && n.format == FormatIn6) || (!r.is4 && n.format == FormatIn) {
 			continue
 		}
 		out = append(out, r)
@@ -173,7 +178,7 @@ func (n *namedAV) ranges() []avRange {
 }
 
 // inRange returns the range holding index i, if any.
-func (n *namedAV) inRange(i uint64) *avRange {
+func (n *Named) inRange(i uint64) *avRange {
 	rs := n.ranges()
 	for k := range rs {
 		if i >= rs[k].start && i-rs[k].start < rs[k].n {
@@ -184,8 +189,8 @@ func (n *namedAV) inRange(i uint64) *avRange {
 }
 
 // used reports whether index i holds an address.
-func (n *namedAV) used(i uint64) bool {
-	switch n.u32(n.slotOff(i)).Load() {
+func (n *Named) used(i uint64) bool {
+	switch n.u32(n.SlotOff(i)).Load() {
 	case 1:
 		return true
 	case 0:
@@ -194,30 +199,26 @@ func (n *namedAV) used(i uint64) bool {
 	return false
 }
 
-// insertRange publishes a compact range at the end of the AV when no
+// InsertRange publishes a compact range at the end of the AV when no
 // unused index lies below it (file lock held).
-func (n *namedAV) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bool) {
-	cnt := uint64(n.u32(hNRanges).Load())
-	hw := n.hw()
+func (n *Named) InsertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bool) {
+	cnt := uint64(n.u32(OffNRanges).Load())
+	hw := n.HW()
 	num := nodes * svcs
 	if cnt >= namedMaxRanges || n.slot == namedStrSlot || num == 0 || hw+num > n.cap || n.lowest() != hw {
 		return 0, false
 	}
 	ip := base.Addr()
-	if n.format == SockaddrIn && !ip.Is4() || n.format == SockaddrIn6 && ip.Is4() {
+	if n.format == FormatIn && !ip.Is4() || n.format == FormatIn6 && ip.Is4() {
 		return 0, false
 	}
-	var scope uint32
-	if ip.Zone() != "" {
-		b, err := SockaddrFromAddrPort(base)
-		if err != nil {
-			return 0, false
-		}
-		scope = binary.LittleEndian.Uint32(b[24:])
+	scope, err := sockaddr.Scope(ip)
+	if err != nil {
+		return 0, false
 	}
-	hi, lo := ipWords(ip)
+	hi, lo := IPWords(ip)
 	le := binary.LittleEndian
-	b := n.m[hRanges+cnt*namedRangeSize : hRanges+(cnt+1)*namedRangeSize]
+	b := n.m[OffRanges+cnt*RangeSize : OffRanges+(cnt+1)*RangeSize]
 	clear(b)
 	le.PutUint32(b[0:], uint32(hw))
 	le.PutUint32(b[4:], uint32(num))
@@ -229,17 +230,17 @@ func (n *namedAV) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, 
 	le.PutUint32(b[16:], scope)
 	le.PutUint64(b[24:], hi)
 	le.PutUint64(b[32:], lo)
-	n.u32(hNRanges).Store(uint32(cnt + 1)) // publish
-	n.u32(hHW).Store(uint32(hw + num))
-	n.u32(hLowFree).Store(uint32(hw + num))
-	n.u32(hLive).Add(uint32(num))
-	n.u64(hGen).Add(1)
+	n.u32(OffNRanges).Store(uint32(cnt + 1)) // publish
+	n.u32(OffHW).Store(uint32(hw + num))
+	n.u32(OffLowFree).Store(uint32(hw + num))
+	n.u32(OffLive).Add(uint32(num))
+	n.u64(OffGen).Add(1)
 	return hw, true
 }
 
 // lowest returns the lowest unused index, cap when full (lock held).
-func (n *namedAV) lowest() uint64 {
-	i := uint64(n.u32(hLowFree).Load())
+func (n *Named) lowest() uint64 {
+	i := uint64(n.u32(OffLowFree).Load())
 	if i > n.cap { // a corrupt hint: scan from the start
 		i = 0
 	}
@@ -249,28 +250,37 @@ func (n *namedAV) lowest() uint64 {
 	return i
 }
 
-func (n *namedAV) u32(off uint64) *atomic.Uint32 {
+func (n *Named) u32(off uint64) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Pointer(&n.m[off]))
 }
 
-func (n *namedAV) u64(off uint64) *atomic.Uint64 {
+func (n *Named) u64(off uint64) *atomic.Uint64 {
 	return (*atomic.Uint64)(unsafe.Pointer(&n.m[off]))
 }
 
-// openNamedAV opens or creates the named AV; a.MapAddr is set to the AV's.
-func openNamedAV(name string, format AddrFormat, a *AVAttr) (*namedAV, error) {
+// NamedOpts says how to open a named AV.
+type NamedOpts struct {
+	ReadOnly  bool   // open an existing AV for reading only (fi.Read)
+	Symmetric bool   // mark a created AV as symmetric (fi.Symmetric)
+	Count     int    // expected entries: a created AV holds max(2*Count, MinCap)
+	MapAddr   uint64 // in: the base wanted (0: any); out: the AV's
+}
+
+// OpenNamed opens or creates the named AV name of the given format; on
+// success a.MapAddr is the AV's map_addr.
+func OpenNamed(name string, format Format, a *NamedOpts) (*Named, error) {
 	const op = "Domain.OpenAV"
-	path, err := namedAVPath(name)
+	path, err := NamedPath(name)
 	if err != nil {
 		return nil, err
 	}
-	if a.Flags&Read != 0 {
+	if a.ReadOnly {
 		f, err := os.OpenFile(path, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 		if err != nil {
 			if errors.Is(err, os.ErrNotExist) {
-				return nil, opErr(op, ErrNoEnt, "named AV %q does not exist", name)
+				return nil, errf(op, CodeNoEnt, "named AV %q does not exist", name)
 			}
-			return nil, opErr(op, ErrAccess, "open named AV %q: %v", name, err)
+			return nil, errf(op, CodeAccess, "open named AV %q: %v", name, err)
 		}
 		n, err := mapNamed(f, path, format, true)
 		if err != nil {
@@ -293,7 +303,7 @@ func openNamedAV(name string, format AddrFormat, a *AVAttr) (*namedAV, error) {
 			return n, err
 		}
 		if err != nil {
-			return nil, opErr(op, ErrAccess, "open named AV %q: %v", name, err)
+			return nil, errf(op, CodeAccess, "open named AV %q: %v", name, err)
 		}
 		if err := flock(f, unix.LOCK_EX); err != nil {
 			f.Close()
@@ -327,54 +337,54 @@ func openNamedAV(name string, format AddrFormat, a *AVAttr) (*namedAV, error) {
 		flock(n.f, unix.LOCK_UN)
 		return n, nil
 	}
-	return nil, opErr(op, ErrAgain, "named AV %q kept changing while opening it", name)
+	return nil, errf(op, CodeAgain, "named AV %q kept changing while opening it", name)
 }
 
 // createNamed creates the AV under a temporary name and links it into
 // place; os.ErrExist when another process won.
-func createNamed(path string, format AddrFormat, a *AVAttr) (*namedAV, error) {
+func createNamed(path string, format Format, a *NamedOpts) (*Named, error) {
 	const op = "Domain.OpenAV"
 	var rnd [8]byte
 	rand.Read(rnd[:])
 	tmp := fmt.Sprintf("%s.tmp-%d-%x", path, os.Getpid(), rnd)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
-		return nil, opErr(op, ErrAccess, "create named AV: %v", err)
+		return nil, errf(op, CodeAccess, "create named AV: %v", err)
 	}
 	defer os.Remove(tmp)
 	if a.Count > namedMaxCap {
 		f.Close()
-		return nil, opErr(op, ErrInval, "count %d is more than a named AV holds (%d)", a.Count, namedMaxCap)
+		return nil, errf(op, CodeInval, "count %d is more than a named AV holds (%d)", a.Count, namedMaxCap)
 	}
 	// The file is sparse (tmpfs allocates pages when touched), so the
-	// capacity is generous: twice Count, at least namedMinCap.
-	capacity := min(max(2*uint64(a.Count), namedMinCap), namedMaxCap)
+	// capacity is generous: twice Count, at least MinCap.
+	capacity := min(max(2*uint64(a.Count), MinCap), namedMaxCap)
 	slot := uint64(namedSlotSize(format))
-	if err := f.Truncate(int64(namedHdrSize + capacity*slot)); err != nil {
+	if err := f.Truncate(int64(HdrSize + capacity*slot)); err != nil {
 		f.Close()
-		return nil, opErr(op, ErrNoMem, "size named AV: %v", err)
+		return nil, errf(op, CodeNoMem, "size named AV: %v", err)
 	}
 	m, err := mmap.Map(f, mmap.RDWR, 0)
 	if err != nil {
 		f.Close()
-		return nil, opErr(op, ErrNoMem, "map named AV: %v", err)
+		return nil, errf(op, CodeNoMem, "map named AV: %v", err)
 	}
-	n := &namedAV{path: path, f: f, m: m, format: format, slot: slot, cap: capacity, pid: -1}
-	copy(m, namedMagic)
+	n := &Named{path: path, f: f, m: m, format: format, slot: slot, cap: capacity, pid: -1}
+	copy(m, Magic)
 	le := binary.LittleEndian
-	le.PutUint32(m[hVersion:], namedVersion)
-	le.PutUint32(m[hHdrSize:], namedHdrSize)
-	le.PutUint32(m[hFormat:], uint32(format))
-	le.PutUint32(m[hSlotSize:], uint32(slot))
-	le.PutUint32(m[hCap:], uint32(capacity))
-	if a.Flags&Symmetric != 0 {
-		le.PutUint32(m[hFlags:], 1)
+	le.PutUint32(m[OffVersion:], Version)
+	le.PutUint32(m[OffHdrSize:], HdrSize)
+	le.PutUint32(m[OffFormat:], uint32(format))
+	le.PutUint32(m[OffSlotSize:], uint32(slot))
+	le.PutUint32(m[OffCap:], uint32(capacity))
+	if a.Symmetric {
+		le.PutUint32(m[OffFlags:], 1)
 	}
 	mapAddr := a.MapAddr
 	if mapAddr == 0 {
 		mapAddr = uint64(uintptr(unsafe.Pointer(&m[0])))
 	}
-	le.PutUint64(m[hMapAddr:], mapAddr)
+	le.PutUint64(m[OffMapAddr:], mapAddr)
 	a.MapAddr = mapAddr
 	if err := n.register(); err != nil {
 		n.unmap()
@@ -385,23 +395,23 @@ func createNamed(path string, format AddrFormat, a *AVAttr) (*namedAV, error) {
 		if errors.Is(err, os.ErrExist) {
 			return nil, os.ErrExist
 		}
-		return nil, opErr(op, ErrAccess, "publish named AV: %v", err)
+		return nil, errf(op, CodeAccess, "publish named AV: %v", err)
 	}
 	return n, nil
 }
 
 // mapNamed maps f and validates its header against the AV's format.
-func mapNamed(f *os.File, path string, format AddrFormat, ro bool) (*namedAV, error) {
+func mapNamed(f *os.File, path string, format Format, ro bool) (*Named, error) {
 	const op = "Domain.OpenAV"
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return nil, opErr(op, ErrAccess, "stat named AV: %v", err)
+		return nil, errf(op, CodeAccess, "stat named AV: %v", err)
 	}
 	if st.Uid != uint32(os.Getuid()) || st.Mode&0o077 != 0 {
-		return nil, opErr(op, ErrPerm, "named AV %s is not private to this user (uid %d, mode %o)", path, st.Uid, st.Mode&0o777)
+		return nil, errf(op, CodePerm, "named AV %s is not private to this user (uid %d, mode %o)", path, st.Uid, st.Mode&0o777)
 	}
-	if st.Size < namedHdrSize || st.Size > namedHdrSize+namedMaxCap*namedStrSlot {
-		return nil, opErr(op, ErrInval, "named AV %s: bad size %d", path, st.Size)
+	if st.Size < HdrSize || st.Size > HdrSize+namedMaxCap*namedStrSlot {
+		return nil, errf(op, CodeInval, "named AV %s: bad size %d", path, st.Size)
 	}
 	prot := mmap.RDWR
 	if ro {
@@ -409,9 +419,9 @@ func mapNamed(f *os.File, path string, format AddrFormat, ro bool) (*namedAV, er
 	}
 	m, err := mmap.Map(f, prot, 0)
 	if err != nil {
-		return nil, opErr(op, ErrNoMem, "map named AV: %v", err)
+		return nil, errf(op, CodeNoMem, "map named AV: %v", err)
 	}
-	n := &namedAV{path: path, f: f, m: m, ro: ro, format: format, pid: -1}
+	n := &Named{path: path, f: f, m: m, ro: ro, format: format, pid: -1}
 	if err := n.validate(uint64(len(m))); err != nil {
 		m.Unmap()
 		return nil, err
@@ -420,37 +430,37 @@ func mapNamed(f *os.File, path string, format AddrFormat, ro bool) (*namedAV, er
 }
 
 // validate checks the header of a mapping of size bytes.
-func (n *namedAV) validate(size uint64) error {
+func (n *Named) validate(size uint64) error {
 	const op = "Domain.OpenAV"
 	m := n.m
 	le := binary.LittleEndian
-	if string(m[:8]) != namedMagic {
-		return opErr(op, ErrInval, "%s is not a gofi named AV (bad magic)", n.path)
+	if string(m[:8]) != Magic {
+		return errf(op, CodeInval, "%s is not a gofi named AV (bad magic)", n.path)
 	}
-	if v := le.Uint32(m[hVersion:]); v != namedVersion {
-		return opErr(op, ErrInval, "%s: named AV version %d, want %d", n.path, v, namedVersion)
+	if v := le.Uint32(m[OffVersion:]); v != Version {
+		return errf(op, CodeInval, "%s: named AV version %d, want %d", n.path, v, Version)
 	}
-	if h := le.Uint32(m[hHdrSize:]); h != namedHdrSize {
-		return opErr(op, ErrInval, "%s: header size %d, want %d", n.path, h, namedHdrSize)
+	if h := le.Uint32(m[OffHdrSize:]); h != HdrSize {
+		return errf(op, CodeInval, "%s: header size %d, want %d", n.path, h, HdrSize)
 	}
-	if f := AddrFormat(le.Uint32(m[hFormat:])); f != n.format {
-		return opErr(op, ErrInval, "%s holds %v addresses, this domain uses %v", n.path, f, n.format)
+	if f := Format(le.Uint32(m[OffFormat:])); f != n.format {
+		return errf(op, CodeInval, "%s holds %v addresses, this domain uses %v", n.path, f, n.format)
 	}
-	if s := le.Uint32(m[hSlotSize:]); s != namedSlotSize(n.format) {
-		return opErr(op, ErrInval, "%s: slot size %d, want %d", n.path, s, namedSlotSize(n.format))
+	if s := le.Uint32(m[OffSlotSize:]); s != namedSlotSize(n.format) {
+		return errf(op, CodeInval, "%s: slot size %d, want %d", n.path, s, namedSlotSize(n.format))
 	}
 	n.slot = uint64(namedSlotSize(n.format))
-	n.cap = uint64(le.Uint32(m[hCap:]))
-	if n.cap == 0 || n.cap > namedMaxCap || namedHdrSize+n.cap*n.slot > size {
-		return opErr(op, ErrInval, "%s: capacity %d does not fit %d bytes", n.path, n.cap, size)
+	n.cap = uint64(le.Uint32(m[OffCap:]))
+	if n.cap == 0 || n.cap > namedMaxCap || HdrSize+n.cap*n.slot > size {
+		return errf(op, CodeInval, "%s: capacity %d does not fit %d bytes", n.path, n.cap, size)
 	}
 	return nil
 }
 
-func (n *namedAV) checkMapAddr(a *AVAttr) error {
-	ma := binary.LittleEndian.Uint64(n.m[hMapAddr:])
+func (n *Named) checkMapAddr(a *NamedOpts) error {
+	ma := binary.LittleEndian.Uint64(n.m[OffMapAddr:])
 	if a.MapAddr != 0 && a.MapAddr != ma {
-		return opErr("Domain.OpenAV", ErrInval, "map_addr %#x differs from the named AV's %#x", a.MapAddr, ma)
+		return errf("Domain.OpenAV", CodeInval, "map_addr %#x differs from the named AV's %#x", a.MapAddr, ma)
 	}
 	a.MapAddr = ma
 	return nil
@@ -466,10 +476,10 @@ func pidAlive(pid uint32) bool {
 
 // reapDeadPids clears pid slots of dead processes (file lock held) and
 // reports whether any live process remains.
-func (n *namedAV) reapDeadPids() bool {
+func (n *Named) reapDeadPids() bool {
 	live := false
 	for k := uint64(0); k < namedMaxPids; k++ {
-		p := n.u32(hPids + 4*k)
+		p := n.u32(OffPids + 4*k)
 		if pid := p.Load(); pid != 0 {
 			if pidAlive(pid) {
 				live = true
@@ -483,16 +493,16 @@ func (n *namedAV) reapDeadPids() bool {
 
 // register records this process in a free pid slot (file lock held or
 // file not yet published).
-func (n *namedAV) register() error {
+func (n *Named) register() error {
 	for k := uint64(0); k < namedMaxPids; k++ {
-		p := n.u32(hPids + 4*k)
+		p := n.u32(OffPids + 4*k)
 		if pid := p.Load(); pid == 0 || !pidAlive(pid) {
 			p.Store(uint32(os.Getpid()))
 			n.pid = int(k)
 			return nil
 		}
 	}
-	return opErr("Domain.OpenAV", ErrBusy, "named AV %s is open in %d processes already", n.path, namedMaxPids)
+	return errf("Domain.OpenAV", CodeBusy, "named AV %s is open in %d processes already", n.path, namedMaxPids)
 }
 
 func flock(f *os.File, how int) error {
@@ -502,7 +512,7 @@ func flock(f *os.File, how int) error {
 			return nil
 		}
 		if !errors.Is(err, unix.EINTR) {
-			return opErr("AV", ErrIO, "flock %s: %v", f.Name(), err)
+			return errf("AV", CodeIO, "flock %s: %v", f.Name(), err)
 		}
 	}
 }
@@ -516,24 +526,39 @@ func samePath(f *os.File, path string) bool {
 	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
-func (n *namedAV) lock() error             { return flock(n.f, unix.LOCK_EX) }
-func (n *namedAV) unlock()                 { flock(n.f, unix.LOCK_UN) }
-func (n *namedAV) slotOff(i uint64) uint64 { return namedHdrSize + i*n.slot }
+// Lock takes the file lock writers hold (Insert, InsertRange, Remove).
+func (n *Named) Lock() error { return flock(n.f, unix.LOCK_EX) }
 
-// hw returns the high-water mark, clamped to the capacity.
-func (n *namedAV) hw() uint64 { return min(uint64(n.u32(hHW).Load()), n.cap) }
+// Unlock releases the file lock.
+func (n *Named) Unlock() { flock(n.f, unix.LOCK_UN) }
 
-func (n *namedAV) valid(i uint64) bool {
-	return i < n.hw() && n.used(i)
+// SlotOff is the offset of index i's slot in the file.
+func (n *Named) SlotOff(i uint64) uint64 { return HdrSize + i*n.slot }
+
+// SlotSize is the size of a slot; Cap the AV's capacity in entries;
+// PidSlot the pid slot this process registered in (-1 when none); Mem the
+// shared mapping (for tests playing a hostile process).
+func (n *Named) SlotSize() uint64 { return n.slot }
+func (n *Named) Cap() uint64      { return n.cap }
+func (n *Named) PidSlot() int     { return n.pid }
+func (n *Named) Mem() []byte      { return n.m }
+
+// HW returns the high-water mark (one past the highest index used),
+// clamped to the capacity.
+func (n *Named) HW() uint64 { return min(uint64(n.u32(OffHW).Load()), n.cap) }
+
+// Valid reports whether index i holds an address.
+func (n *Named) Valid(i uint64) bool {
+	return i < n.HW() && n.used(i)
 }
 
-// get returns the bytes at i: a read-only slice of the shared mapping, or
+// Get returns the bytes at i: a read-only slice of the shared mapping, or
 // for a range entry its encoding in scratch.
-func (n *namedAV) get(i uint64, scratch []byte) ([]byte, bool) {
-	if i >= n.hw() {
+func (n *Named) Get(i uint64, scratch []byte) ([]byte, bool) {
+	if i >= n.HW() {
 		return nil, false
 	}
-	off := n.slotOff(i)
+	off := n.SlotOff(i)
 	switch n.u32(off).Load() {
 	case 1:
 		l := min(uint64(binary.LittleEndian.Uint16(n.m[off+4:])), n.slot-namedSlotHead)
@@ -546,60 +571,61 @@ func (n *namedAV) get(i uint64, scratch []byte) ([]byte, bool) {
 	return nil, false
 }
 
-// insert stores b at the lowest unused index (file lock held).
-func (n *namedAV) insert(b []byte) (uint64, error) {
+// Insert stores b at the lowest unused index (file lock held).
+func (n *Named) Insert(b []byte) (uint64, error) {
 	if uint64(len(b)) > n.slot-namedSlotHead {
-		return 0, opErr("AV.Insert", ErrInval, "%d-byte address does not fit a named AV slot (%d)", len(b), n.slot-namedSlotHead)
+		return 0, errf("AV.Insert", CodeInval, "%d-byte address does not fit a named AV slot (%d)", len(b), n.slot-namedSlotHead)
 	}
 	i := n.lowest()
 	if i >= n.cap {
-		return 0, errAVFull
+		return 0, ErrFull
 	}
-	off := n.slotOff(i)
+	off := n.SlotOff(i)
 	s := n.m[off+namedSlotHead : off+n.slot]
 	clear(s)
 	copy(s, b)
 	binary.LittleEndian.PutUint16(n.m[off+4:], uint16(len(b)))
 	n.u32(off).Store(1)
-	if i >= n.hw() {
-		n.u32(hHW).Store(uint32(i + 1))
+	if i >= n.HW() {
+		n.u32(OffHW).Store(uint32(i + 1))
 	}
-	n.u32(hLowFree).Store(uint32(i + 1))
-	n.u32(hLive).Add(1)
-	n.u64(hGen).Add(1)
+	n.u32(OffLowFree).Store(uint32(i + 1))
+	n.u32(OffLive).Add(1)
+	n.u64(OffGen).Add(1)
 	return i, nil
 }
 
-// remove frees index i (valid, file lock held).
-func (n *namedAV) remove(i uint64) {
+// Remove frees index i (valid, file lock held).
+func (n *Named) Remove(i uint64) {
 	st := uint32(0)
 	if n.inRange(i) != nil {
 		st = 2 // keep the range from reviving it
 	}
-	n.u32(n.slotOff(i)).Store(st)
-	if lf := uint64(n.u32(hLowFree).Load()); i < lf {
-		n.u32(hLowFree).Store(uint32(i))
+	n.u32(n.SlotOff(i)).Store(st)
+	if lf := uint64(n.u32(OffLowFree).Load()); i < lf {
+		n.u32(OffLowFree).Store(uint32(i))
 	}
-	n.u32(hLive).Add(^uint32(0))
-	n.u64(hGen).Add(1)
+	n.u32(OffLive).Add(^uint32(0))
+	n.u64(OffGen).Add(1)
 }
 
-func (n *namedAV) count() int { return int(min(uint64(n.u32(hLive).Load()), n.cap)) }
+// Count returns the number of entries in use.
+func (n *Named) Count() int { return int(min(uint64(n.u32(OffLive).Load()), n.cap)) }
 
-// find looks addr up: stored entries in a per-process map rebuilt
+// Find looks addr up: stored entries in a per-process map rebuilt
 // whenever the shared generation changed, range entries by arithmetic.
-func (n *namedAV) find(addr []byte) (uint64, bool) {
+func (n *Named) Find(addr []byte) (uint64, bool) {
 	n.revMu.Lock()
 	defer n.revMu.Unlock()
-	if g := n.u64(hGen).Load(); !n.revOK || g != n.revGen {
+	if g := n.u64(OffGen).Load(); !n.revOK || g != n.revGen {
 		n.rev = make(map[string]uint64)
-		hw := n.hw()
+		hw := n.HW()
 		for i := uint64(0); i < hw; i++ {
-			off := n.slotOff(i)
+			off := n.SlotOff(i)
 			if n.u32(off).Load() != 1 {
 				continue
 			}
-			if b, ok := n.get(i, nil); ok {
+			if b, ok := n.Get(i, nil); ok {
 				if _, dup := n.rev[string(b)]; !dup {
 					n.rev[string(b)] = i
 				}
@@ -611,34 +637,35 @@ func (n *namedAV) find(addr []byte) (uint64, bool) {
 		return i, true
 	}
 	for _, r := range n.ranges() {
-		if i, ok := r.index(addr); ok && i < n.hw() && n.u32(n.slotOff(i)).Load() == 0 {
+		if i, ok := r.index(addr); ok && i < n.HW() && n.u32(n.SlotOff(i)).Load() == 0 {
 			return i, true
 		}
 	}
 	return 0, false
 }
 
-// close unregisters this process and removes the file if it was the last.
-func (n *namedAV) close() error {
+// Close unregisters this process and removes the file if it was the last.
+func (n *Named) Close() error {
 	if !n.ro {
-		if err := n.lock(); err == nil {
+		if err := n.Lock(); err == nil {
 			if n.pid >= 0 {
-				n.u32(hPids + 4*uint64(n.pid)).Store(0)
+				n.u32(OffPids + 4*uint64(n.pid)).Store(0)
 			}
 			if !n.reapDeadPids() && samePath(n.f, n.path) {
 				os.Remove(n.path)
 			}
-			n.unlock()
+			n.Unlock()
 		}
 	}
 	return n.unmap()
 }
 
-func (n *namedAV) unmap() error {
+// unmap unmaps the file and closes it.
+func (n *Named) unmap() error {
 	err := n.m.Unmap()
 	n.f.Close()
 	if err != nil {
-		return opErr("AV.Close", ErrIO, "unmap named AV: %v", err)
+		return errf("AV.Close", CodeIO, "unmap named AV: %v", err)
 	}
 	return nil
 }

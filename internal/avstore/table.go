@@ -1,4 +1,4 @@
-package fi
+package avstore
 
 import (
 	"bytes"
@@ -7,11 +7,13 @@ import (
 	"math/bits"
 	"net/netip"
 	"sync/atomic"
+
+	"github.com/gofi-dev/fi/internal/sockaddr"
 )
 
 // Storage of a private (unnamed) AV.
 //
-// Fixed-size formats (sockaddr_in: 16 bytes, sockaddr_in6 and Sockaddr:
+// Fixed-size formats (sockaddr_in: 16 bytes, sockaddr_in6 and FormatAny:
 // 28 bytes) keep entries in pages of avPageSize slots, allocated when a
 // slot in them is first used: index i lives at pages[i>>avPageShift] at
 // offset (i & (avPageSize-1)) * stride. FI_ADDR_STR entries are variable
@@ -29,17 +31,17 @@ import (
 // 5.3 to 10.7 bytes) of reverse index + 2 bits, about 22-27 bytes; a compact
 // range costs 2 bits per entry plus one range record.
 //
-// avTable is not safe for concurrent use; AV serialises access.
+// Table is not safe for concurrent use; AV serialises access.
 
 const (
 	avPageShift = 12
 	avPageSize  = 1 << avPageShift
-	// avIndexLimit bounds indices: below 2^32 (see maxAVIndex) and so that
+	// IndexLimit bounds indices: below 2^32 (see maxAVIndex) and so that
 	// index+1 fits a reverse-index slot without meeting avTomb.
-	avIndexLimit = 1<<32 - 2
-	avTomb       = ^uint32(0)
-	// maxSockaddrLen is the largest fixed-size address (sockaddr_in6).
-	maxSockaddrLen = sizeofSockI6
+	IndexLimit = 1<<32 - 2
+	avTomb     = ^uint32(0)
+	// MaxAddrLen is the largest fixed-size address (sockaddr_in6).
+	MaxAddrLen = sockaddr.SizeIn6
 )
 
 // avRange is a compact symmetric range: nodes consecutive IP addresses
@@ -65,7 +67,7 @@ type avPage struct {
 	vars []atomic.Pointer[[]byte]
 }
 
-// avTable is the private AV storage. Writers (insert, remove,
+// Table is the private AV storage. Writers (insert, remove,
 // insertRange, the reverse index) run under the AV's write lock. get is
 // lock-free: the page directory and range list are published by atomic
 // pointer swaps (copy on growth), an entry's bytes are written before its
@@ -73,16 +75,16 @@ type avPage struct {
 // concurrent readers see either no entry or a complete one. A slot's bytes
 // are rewritten only when its index is reused after Remove; reading a
 // removed index concurrently is undefined, as fi_av(3) says.
-type avTable struct {
-	format AddrFormat
+type Table struct {
+	format Format
 	stride int                       // bytes per slot, 0 for variable-length (AddrStr)
 	dir    atomic.Pointer[[]*avPage] // page directory
 	ranges atomic.Pointer[[]avRange] // sorted by start
-	hw     atomic.Uint64             // one past the highest index ever used
+	high   atomic.Uint64             // one past the highest index ever used
 
 	// writer-only state
 	lowFree uint64 // no unused index below this
-	live    int
+	nlive   int
 
 	seed  maphash.Seed
 	slots []uint32 // reverse index, power-of-two length
@@ -90,13 +92,15 @@ type avTable struct {
 	tombs int
 }
 
-func newAVTable(format AddrFormat, hint int) *avTable {
-	t := &avTable{format: format, seed: maphash.MakeSeed()}
+// NewTable returns an empty table for addresses of format, sized for
+// about hint entries.
+func NewTable(format Format, hint int) *Table {
+	t := &Table{format: format, seed: maphash.MakeSeed()}
 	switch format {
-	case SockaddrIn:
-		t.stride = sizeofSockIn
-	case SockaddrIn6, Sockaddr:
-		t.stride = sizeofSockI6
+	case FormatIn:
+		t.stride = sockaddr.SizeIn
+	case FormatIn6, FormatAny:
+		t.stride = sockaddr.SizeIn6
 	}
 	n := 16
 	for n < hint*2 && n < 1<<30 {
@@ -108,8 +112,25 @@ func newAVTable(format AddrFormat, hint int) *avTable {
 	return t
 }
 
+// HW returns one past the highest index ever used.
+func (t *Table) HW() uint64 { return t.high.Load() }
+
+// Live returns the number of indices in use (writers only).
+func (t *Table) Live() int { return t.nlive }
+
+// Footprint returns the number of compact ranges and of pages holding
+// entry bytes.
+func (t *Table) Footprint() (ranges, dataPages int) {
+	for _, pg := range *t.dir.Load() {
+		if pg != nil && pg.data != nil {
+			dataPages++
+		}
+	}
+	return len(*t.ranges.Load()), dataPages
+}
+
 // page returns the page of index i, nil when none exists yet.
-func (t *avTable) page(i uint64) *avPage {
+func (t *Table) page(i uint64) *avPage {
 	d := *t.dir.Load()
 	if p := i >> avPageShift; p < uint64(len(d)) {
 		return d[p]
@@ -118,7 +139,7 @@ func (t *avTable) page(i uint64) *avPage {
 }
 
 // ensurePage returns the page of index i, creating it (writers only).
-func (t *avTable) ensurePage(i uint64) *avPage {
+func (t *Table) ensurePage(i uint64) *avPage {
 	d := *t.dir.Load()
 	p := i >> avPageShift
 	if p >= uint64(len(d)) {
@@ -137,18 +158,19 @@ func (t *avTable) ensurePage(i uint64) *avPage {
 	return d[p]
 }
 
-func (t *avTable) valid(i uint64) bool {
+// Valid reports whether index i holds an address.
+func (t *Table) Valid(i uint64) bool {
 	pg := t.page(i)
 	return pg != nil && pg.valid[(i&(avPageSize-1))/64].Load()&(1<<(i%64)) != 0
 }
 
-func (t *avTable) isRanged(i uint64) bool {
+func (t *Table) isRanged(i uint64) bool {
 	pg := t.page(i)
 	return pg != nil && pg.ranged[(i&(avPageSize-1))/64].Load()&(1<<(i%64)) != 0
 }
 
 // lowestFree returns the lowest unused index.
-func (t *avTable) lowestFree() uint64 {
+func (t *Table) lowestFree() uint64 {
 	d := *t.dir.Load()
 	for w := t.lowFree / 64; ; w++ {
 		p := w / (avPageSize / 64)
@@ -169,11 +191,11 @@ func (t *avTable) lowestFree() uint64 {
 	}
 }
 
-// insert stores the canonical address b at the lowest unused index.
-func (t *avTable) insert(b []byte) (uint64, error) {
+// Insert stores the canonical address b at the lowest unused index.
+func (t *Table) Insert(b []byte) (uint64, error) {
 	i := t.lowestFree()
-	if i >= avIndexLimit {
-		return 0, errAVFull
+	if i >= IndexLimit {
+		return 0, ErrFull
 	}
 	pg := t.ensurePage(i)
 	o := i & (avPageSize - 1)
@@ -191,31 +213,31 @@ func (t *avTable) insert(b []byte) (uint64, error) {
 	}
 	pg.ranged[o/64].And(^(1 << (o % 64)))
 	pg.valid[o/64].Or(1 << (o % 64)) // publish
-	if i >= t.hw.Load() {
-		t.hw.Store(i + 1)
+	if i >= t.high.Load() {
+		t.high.Store(i + 1)
 	}
 	t.lowFree = i + 1
-	t.live++
+	t.nlive++
 	t.revAdd(i)
 	return i, nil
 }
 
-// remove frees index i (valid(i) holds).
-func (t *avTable) remove(i uint64) {
+// Remove frees index i (valid(i) holds).
+func (t *Table) Remove(i uint64) {
 	if !t.isRanged(i) {
 		t.revRemove(i)
 	}
 	pg := t.page(i)
 	o := i & (avPageSize - 1)
 	pg.valid[o/64].And(^(1 << (o % 64)))
-	t.live--
+	t.nlive--
 	t.lowFree = min(t.lowFree, i)
 }
 
-// get returns the address at i: a slice of storage, or for an entry of a
-// compact range its encoding in scratch (len >= maxSockaddrLen). Safe to
-// call concurrently with writers (see avTable).
-func (t *avTable) get(i uint64, scratch []byte) ([]byte, bool) {
+// Get returns the address at i: a slice of storage, or for an entry of a
+// compact range its encoding in scratch (len >= MaxAddrLen). Safe to
+// call concurrently with writers (see Table).
+func (t *Table) Get(i uint64, scratch []byte) ([]byte, bool) {
 	pg := t.page(i)
 	if pg == nil {
 		return nil, false
@@ -237,21 +259,21 @@ func (t *avTable) get(i uint64, scratch []byte) ([]byte, bool) {
 	}
 	off := int(o) * t.stride
 	slot := pg.data[off : off+t.stride : off+t.stride]
-	if t.format == Sockaddr && binary.LittleEndian.Uint16(slot) == afInet {
-		return slot[:sizeofSockIn:sizeofSockIn], true
+	if t.format == FormatAny && binary.LittleEndian.Uint16(slot) == sockaddr.AfInet {
+		return slot[:sockaddr.SizeIn:sockaddr.SizeIn], true
 	}
 	return slot, true
 }
 
 // stored returns the bytes kept for a non-range entry i.
-func (t *avTable) stored(i uint64) []byte {
-	b, _ := t.get(i, nil)
+func (t *Table) stored(i uint64) []byte {
+	b, _ := t.Get(i, nil)
 	return b
 }
 
-func (t *avTable) hash(b []byte) uint64 { return maphash.Bytes(t.seed, b) }
+func (t *Table) hash(b []byte) uint64 { return maphash.Bytes(t.seed, b) }
 
-func (t *avTable) revAdd(i uint64) {
+func (t *Table) revAdd(i uint64) {
 	if (t.used+t.tombs+1)*4 > len(t.slots)*3 {
 		t.rehash()
 	}
@@ -268,7 +290,7 @@ func (t *avTable) revAdd(i uint64) {
 	}
 }
 
-func (t *avTable) revRemove(i uint64) {
+func (t *Table) revRemove(i uint64) {
 	mask := uint64(len(t.slots) - 1)
 	for h := t.hash(t.stored(i)) & mask; t.slots[h] != 0; h = (h + 1) & mask {
 		if uint64(t.slots[h]) == i+1 {
@@ -281,7 +303,7 @@ func (t *avTable) revRemove(i uint64) {
 }
 
 // rehash rebuilds the reverse index at a load of at most 3/8.
-func (t *avTable) rehash() {
+func (t *Table) rehash() {
 	n := 16
 	for n*3 < (t.used+1)*8 {
 		n *= 2
@@ -304,9 +326,9 @@ func (t *avTable) rehash() {
 	}
 }
 
-// find returns the lowest-probe index holding addr, or the index of addr
+// Find returns the lowest-probe index holding addr, or the index of addr
 // in a compact range.
-func (t *avTable) find(addr []byte) (uint64, bool) {
+func (t *Table) Find(addr []byte) (uint64, bool) {
 	if len(t.slots) > 0 {
 		mask := uint64(len(t.slots) - 1)
 		for h := t.hash(addr) & mask; t.slots[h] != 0; h = (h + 1) & mask {
@@ -322,8 +344,8 @@ func (t *avTable) find(addr []byte) (uint64, bool) {
 	return 0, false
 }
 
-// ipWords turns ip into a 128-bit number.
-func ipWords(ip netip.Addr) (hi, lo uint64) {
+// IPWords turns ip into a 128-bit number.
+func IPWords(ip netip.Addr) (hi, lo uint64) {
 	if ip.Is4() {
 		a := ip.As4()
 		return 0, uint64(binary.BigEndian.Uint32(a[:]))
@@ -332,31 +354,29 @@ func ipWords(ip netip.Addr) (hi, lo uint64) {
 	return binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
 }
 
-// insertRange stores nodes x svcs addresses as one compact range, when
+// InsertRange stores nodes x svcs addresses as one compact range, when
 // the unused indices are exactly those from hw on (no holes below); ok is
 // false otherwise and the caller inserts them one by one.
-func (t *avTable) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bool) {
-	hw := t.hw.Load()
+func (t *Table) InsertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bool) {
+	hw := t.high.Load()
 	if t.stride == 0 || t.lowestFree() != hw {
 		return 0, false
 	}
 	n := nodes * svcs
-	if n == 0 || n/svcs != nodes || hw+n > avIndexLimit {
+	if n == 0 || n/svcs != nodes || hw+n > IndexLimit {
 		return 0, false
 	}
 	ip := base.Addr()
-	if t.format == SockaddrIn && !ip.Is4() || t.format == SockaddrIn6 && ip.Is4() {
+	if t.format == FormatIn && !ip.Is4() || t.format == FormatIn6 && ip.Is4() {
 		return 0, false
 	}
 	r := avRange{start: hw, n: n, svcs: svcs, is4: ip.Is4(), port: base.Port()}
-	r.hi, r.lo = ipWords(ip)
-	if z := ip.Zone(); z != "" {
-		b, err := SockaddrFromAddrPort(base)
-		if err != nil {
-			return 0, false
-		}
-		r.scope = binary.LittleEndian.Uint32(b[24:])
+	r.hi, r.lo = IPWords(ip)
+	scope, err := sockaddr.Scope(ip)
+	if err != nil {
+		return 0, false
 	}
+	r.scope = scope
 	old := *t.ranges.Load()
 	nr := append(old[:len(old):len(old)], r)
 	t.ranges.Store(&nr) // the record first, then the bits that point to it
@@ -369,13 +389,13 @@ func (t *avTable) insertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, 
 		pg.valid[o/64].Or(mask)
 		i += k
 	}
-	t.hw.Store(hw + n)
+	t.high.Store(hw + n)
 	t.lowFree = hw + n
-	t.live += int(n)
+	t.nlive += int(n)
 	return r.start, true
 }
 
-func (t *avTable) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
+func (t *Table) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
 	rs := *t.ranges.Load()
 	a, z := 0, len(rs) // first range ending past i
 	for a < z {
@@ -394,7 +414,7 @@ func (t *avTable) rangeGet(i uint64, scratch []byte) ([]byte, bool) {
 
 // encode writes the sockaddr of index i (within r) into scratch.
 func (r *avRange) encode(i uint64, scratch []byte) ([]byte, bool) {
-	if i < r.start || i-r.start >= r.n || r.svcs == 0 || len(scratch) < maxSockaddrLen {
+	if i < r.start || i-r.start >= r.n || r.svcs == 0 || len(scratch) < MaxAddrLen {
 		return nil, false
 	}
 	off := i - r.start
@@ -403,16 +423,16 @@ func (r *avRange) encode(i uint64, scratch []byte) ([]byte, bool) {
 	hi := r.hi + c
 	port := uint16(uint64(r.port) + svc)
 	if r.is4 {
-		b := scratch[:sizeofSockIn]
+		b := scratch[:sockaddr.SizeIn]
 		clear(b)
-		binary.LittleEndian.PutUint16(b, afInet)
+		binary.LittleEndian.PutUint16(b, sockaddr.AfInet)
 		binary.BigEndian.PutUint16(b[2:], port)
 		binary.BigEndian.PutUint32(b[4:], uint32(lo))
 		return b, true
 	}
-	b := scratch[:sizeofSockI6]
+	b := scratch[:sockaddr.SizeIn6]
 	clear(b)
-	binary.LittleEndian.PutUint16(b, afInet6)
+	binary.LittleEndian.PutUint16(b, sockaddr.AfInet6)
 	binary.BigEndian.PutUint16(b[2:], port)
 	binary.BigEndian.PutUint64(b[8:], hi)
 	binary.BigEndian.PutUint64(b[16:], lo)
@@ -422,11 +442,11 @@ func (r *avRange) encode(i uint64, scratch []byte) ([]byte, bool) {
 
 // index returns the index the canonical sockaddr addr has in r, if any.
 func (r *avRange) index(addr []byte) (uint64, bool) {
-	ap, err := AddrPortFromSockaddr(addr)
+	ap, err := sockaddr.Decode(addr)
 	if err != nil || r.svcs == 0 || ap.Addr().Is4() != r.is4 {
 		return 0, false
 	}
-	hi, lo := ipWords(ap.Addr())
+	hi, lo := IPWords(ap.Addr())
 	dlo, b := bits.Sub64(lo, r.lo, 0)
 	dhi := hi - r.hi - b
 	if dhi != 0 || dlo >= r.n/r.svcs {
@@ -437,7 +457,7 @@ func (r *avRange) index(addr []byte) (uint64, bool) {
 	}
 	i := r.start + dlo*r.svcs + uint64(ap.Port()-r.port)
 	if !r.is4 { // the scope id must match too
-		var tmp [maxSockaddrLen]byte
+		var tmp [MaxAddrLen]byte
 		if e, ok := r.encode(i, tmp[:]); !ok || !bytes.Equal(e, addr) {
 			return 0, false
 		}
@@ -445,10 +465,10 @@ func (r *avRange) index(addr []byte) (uint64, bool) {
 	return i, true
 }
 
-func (t *avTable) rangeFind(addr []byte) (uint64, bool) {
+func (t *Table) rangeFind(addr []byte) (uint64, bool) {
 	rs := *t.ranges.Load()
 	for k := range rs {
-		if i, ok := rs[k].index(addr); ok && t.valid(i) && t.isRanged(i) {
+		if i, ok := rs[k].index(addr); ok && t.Valid(i) && t.isRanged(i) {
 			return i, true
 		}
 	}
