@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gofi-dev/fi/internal/sockaddr"
+	"github.com/gofi-dev/fi/internal/tostr"
 )
 
 // FI_ADDR_STR addresses (fi_getinfo(3) ADDRESSING FORMATS) follow
@@ -338,11 +339,5 @@ func straddr(format AddrFormat, b []byte) string {
 	case AddrStr:
 		return strings.TrimSuffix(string(b), "\x00")
 	}
-	const hexdig = "0123456789abcdef"
-	out := make([]byte, 0, 2+2*len(b))
-	out = append(out, "0x"...)
-	for _, c := range b {
-		out = append(out, hexdig[c>>4], hexdig[c&15])
-	}
-	return string(out)
+	return tostr.Hex(b)
 }

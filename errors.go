@@ -3,8 +3,9 @@ package fi
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"syscall"
+
+	"github.com/gofi-dev/fi/internal/tostr"
 )
 
 // Errno is a fabric error number. Its values mirror libfabric's fi_errno.h:
@@ -158,66 +159,6 @@ const (
 	ErrNoRx Errno = 269
 )
 
-// errnoText holds libfabric's fi_strerror text for each known Errno.
-var errnoText = map[Errno]string{
-	ErrPerm:         "Operation not permitted",
-	ErrNoEnt:        "No such file or directory",
-	ErrIntr:         "Interrupted system call",
-	ErrIO:           "Input/output error",
-	Err2Big:         "Argument list too long",
-	ErrBadF:         "Bad file descriptor",
-	ErrAgain:        "Resource temporarily unavailable",
-	ErrNoMem:        "Cannot allocate memory",
-	ErrAccess:       "Permission denied",
-	ErrFault:        "Bad address",
-	ErrBusy:         "Device or resource busy",
-	ErrExist:        "File exists",
-	ErrNoDev:        "No such device",
-	ErrInval:        "Invalid argument",
-	ErrMFile:        "Too many open files",
-	ErrNoSpc:        "No space left on device",
-	ErrNoSys:        "Function not implemented",
-	ErrNoMsg:        "No message of desired type",
-	ErrNoData:       "No data available",
-	ErrOverflow:     "Value too large for defined data type",
-	ErrMsgSize:      "Message too long",
-	ErrNoProtoOpt:   "Protocol not available",
-	ErrOpNotSupp:    "Operation not supported",
-	ErrAddrInUse:    "Address already in use",
-	ErrAddrNotAvail: "Cannot assign requested address",
-	ErrNetDown:      "Network is down",
-	ErrNetUnreach:   "Network is unreachable",
-	ErrConnAborted:  "Software caused connection abort",
-	ErrConnReset:    "Connection reset by peer",
-	ErrNoBufs:       "No buffer space available",
-	ErrIsConn:       "Transport endpoint is already connected",
-	ErrNotConn:      "Transport endpoint is not connected",
-	ErrShutdown:     "Cannot send after transport endpoint shutdown",
-	ErrTimedOut:     "Connection timed out",
-	ErrConnRefused:  "Connection refused",
-	ErrHostDown:     "Host is down",
-	ErrHostUnreach:  "No route to host",
-	ErrAlready:      "Operation already in progress",
-	ErrInProgress:   "Operation now in progress",
-	ErrRemoteIO:     "Remote I/O error",
-	ErrCanceled:     "Operation canceled",
-	ErrKeyRejected:  "Key was rejected by service",
-	ErrOther:        "Unspecified error",
-	ErrTooSmall:     "Provided buffer is too small",
-	ErrOpBadState:   "Operation not permitted in current state",
-	ErrAvail:        "Error available",
-	ErrBadFlags:     "Flags not supported",
-	ErrNoEQ:         "Missing or unavailable event queue",
-	ErrDomain:       "Invalid resource domain",
-	ErrNoCQ:         "Missing or unavailable completion queue",
-	ErrCRC:          "CRC error",
-	ErrTrunc:        "Truncation error",
-	ErrNoKey:        "Required key not available",
-	ErrNoAV:         "Missing or unavailable address vector",
-	ErrOverrun:      "Queue has been overrun",
-	ErrNoRx:         "Receiver not ready, no receive buffers available",
-}
-
 // Error returns libfabric's fi_strerror text for e, such as
 // "No data available". Unknown numbers read "Unknown error N".
 func (e Errno) Error() string { return Strerror(int(e)) }
@@ -235,18 +176,7 @@ func (e Errno) Is(target error) bool {
 // It accepts the number either positive or negated (libfabric calls return
 // -FI_Exxx), so Strerror(61) and Strerror(-61) both read
 // "No data available". Safe for concurrent use.
-func Strerror(errnum int) string {
-	if errnum < 0 {
-		errnum = -errnum
-	}
-	if errnum == 0 {
-		return "Success"
-	}
-	if s, ok := errnoText[Errno(errnum)]; ok {
-		return s
-	}
-	return "Unknown error " + strconv.Itoa(errnum)
-}
+func Strerror(errnum int) string { return tostr.Strerror(errnum) }
 
 // OpError is an Errno with context: the operation that failed and a detail
 // saying why. It unwraps to its Errno, so errors.Is(err, fi.ErrNoData) and

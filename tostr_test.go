@@ -5,9 +5,12 @@ import (
 	"errors"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/gofi-dev/fi/internal/tostr"
 )
 
 func TestString_FiTostrSpelling(t *testing.T) {
@@ -62,9 +65,9 @@ func TestString_FiTostrSpelling(t *testing.T) {
 		}
 	}
 	// every named capability bit has exactly one name in String
-	for _, b := range capNames {
-		if s := Flags(b.bit).String(); !strings.HasPrefix(s, "FI_") || strings.Contains(s, "|") {
-			t.Errorf("bit %#x spelled %q", b.bit, s)
+	for _, b := range tostr.Caps {
+		if s := Flags(b.Bit).String(); !strings.HasPrefix(s, "FI_") || strings.Contains(s, "|") {
+			t.Errorf("bit %#x spelled %q", b.Bit, s)
 		}
 	}
 }
@@ -146,13 +149,13 @@ func TestInfoString_FiInfoVerboseLayout(t *testing.T) {
 // knownNames is every FI_* spelling the package produces.
 func knownNames() map[string]bool {
 	m := map[string]bool{}
-	for _, tab := range [][]bitName{capNames, opFlagNames, modeNames, orderNames, mrModeNames} {
+	for _, tab := range [][]tostr.Bit{tostr.Caps, tostr.OpFlags, tostr.Modes, tostr.Orders, tostr.MRModes} {
 		for _, b := range tab {
-			m[b.name] = true
+			m[b.Name] = true
 		}
 	}
-	for _, tab := range [][]string{addrFormatNames, epTypeNames, protocolNames, threadingNames, progressNames,
-		rmNames, avTypeNames, busTypeNames, linkStateNames} {
+	for _, tab := range [][]string{tostr.AddrFormats, tostr.EpTypes, tostr.Protocols, tostr.Threadings, tostr.Progresses,
+		tostr.ResourceMgmts, tostr.AVTypes, tostr.BusTypes, tostr.LinkStates} {
 		for _, n := range tab {
 			m[n] = true
 		}
@@ -180,9 +183,9 @@ func TestDifferential_FiInfoSpelling(t *testing.T) {
 		key   string
 		names []string
 	}{
-		{"addr_format", addrFormatNames}, {"type", epTypeNames}, {"threading", threadingNames},
-		{"control_progress", progressNames}, {"data_progress", progressNames}, {"resource_mgmt", rmNames},
-		{"av_type", avTypeNames}, {"protocol", protocolNames},
+		{"addr_format", tostr.AddrFormats}, {"type", tostr.EpTypes}, {"threading", tostr.Threadings},
+		{"control_progress", tostr.Progresses}, {"data_progress", tostr.Progresses}, {"resource_mgmt", tostr.ResourceMgmts},
+		{"av_type", tostr.AVTypes}, {"protocol", tostr.Protocols},
 	} {
 		enumOf[pair.key] = map[string]bool{}
 		for _, n := range pair.names {
@@ -232,7 +235,7 @@ func TestDifferential_FiInfoSpelling(t *testing.T) {
 	// endpoint types (names newer than the installed libfabric are only
 	// logged)
 	mustKnow := map[string]bool{}
-	for _, n := range bitNames(uint64((shmCaps|tcpCaps)&^AVUserID), capNames) {
+	for _, n := range tostr.Bits(uint64((shmCaps|tcpCaps)&^AVUserID), tostr.Caps) {
 		mustKnow[n] = true
 	}
 	for _, n := range []string{"FI_CONTEXT", "FI_MSG_PREFIX", "FI_SOCKADDR_IN", "FI_SOCKADDR_IN6", "FI_ADDR_STR",
@@ -249,16 +252,16 @@ func TestDifferential_FiInfoSpelling(t *testing.T) {
 		}
 	}
 	var capList, modeList []string
-	for _, b := range capNames[:29] { // the capability part of the table
-		capList = append(capList, b.name)
+	for _, b := range tostr.Caps[:29] { // the capability part of the table
+		capList = append(capList, b.Name)
 	}
-	for _, b := range modeNames {
-		modeList = append(modeList, b.name)
+	for _, b := range tostr.Modes {
+		modeList = append(modeList, b.Name)
 	}
 	probe("-c", capList)
 	probe("-m", modeList)
-	probe("-a", addrFormatNames)
-	probe("-t", epTypeNames[:4])
+	probe("-a", tostr.AddrFormats)
+	probe("-t", tostr.EpTypes[:4])
 	if testing.Short() {
 		t.Log("-short: skipping the fi_info option-parser probes")
 		return
@@ -314,9 +317,9 @@ func TestParseNames_RoundTripAndAliases(t *testing.T) {
 			t.Errorf("ParseFlags(%q) err = %v, want ErrInval", bad, err)
 		}
 	}
-	for _, b := range capNames {
-		if f, err := ParseFlags(Flags(b.bit).String()); err != nil || f != Flags(b.bit) {
-			t.Errorf("round trip %s: %v, %v", b.name, f, err)
+	for _, b := range tostr.Caps {
+		if f, err := ParseFlags(Flags(b.Bit).String()); err != nil || f != Flags(b.Bit) {
+			t.Errorf("round trip %s: %v, %v", b.Name, f, err)
 		}
 	}
 	if m, err := ParseMode("FI_CONTEXT|FI_CONTEXT2"); err != nil || m != Context|Context2 {
@@ -325,12 +328,12 @@ func TestParseNames_RoundTripAndAliases(t *testing.T) {
 	if _, err := ParseMode("FI_MSG"); !errors.Is(err, ErrInval) {
 		t.Errorf("ParseMode(FI_MSG) err = %v", err)
 	}
-	for i := range epTypeNames {
+	for i := range tostr.EpTypes {
 		if e, err := ParseEpType(EpType(i).String()); err != nil || e != EpType(i) {
 			t.Errorf("ParseEpType round trip %d: %v %v", i, e, err)
 		}
 	}
-	for i := range addrFormatNames {
+	for i := range tostr.AddrFormats {
 		if a, err := ParseAddrFormat(AddrFormat(i).String()); err != nil || a != AddrFormat(i) {
 			t.Errorf("ParseAddrFormat round trip %d: %v %v", i, a, err)
 		}
@@ -357,4 +360,98 @@ func FuzzParseFlags(f *testing.F) {
 			t.Fatalf("%q -> %v -> %q -> %v (%v)", s, uint64(v), v.String(), uint64(back), err)
 		}
 	})
+}
+
+// The numeric tables of internal/tostr name the package's constants: the
+// same bits, names and order as written here with the constants.
+func TestToStr_TablesMatchConstants(t *testing.T) {
+	type bn struct {
+		bit  uint64
+		name string
+	}
+	of := func(tab []tostr.Bit) []bn {
+		var out []bn
+		for _, b := range tab {
+			out = append(out, bn{b.Bit, b.Name})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		got, want []bn
+	}{
+		{of(tostr.Caps), []bn{
+			{uint64(Msg), "FI_MSG"}, {uint64(RMA), "FI_RMA"}, {uint64(Tagged), "FI_TAGGED"},
+			{uint64(Atomic), "FI_ATOMIC"}, {uint64(Multicast), "FI_MULTICAST"}, {uint64(Collective), "FI_COLLECTIVE"},
+			{uint64(Read), "FI_READ"}, {uint64(Write), "FI_WRITE"}, {uint64(Recv), "FI_RECV"}, {uint64(Send), "FI_SEND"},
+			{uint64(RemoteRead), "FI_REMOTE_READ"}, {uint64(RemoteWrite), "FI_REMOTE_WRITE"},
+			{uint64(MultiRecv), "FI_MULTI_RECV"}, {uint64(RemoteCQData), "FI_REMOTE_CQ_DATA"},
+			{uint64(Trigger), "FI_TRIGGER"}, {uint64(Fence), "FI_FENCE"},
+			{uint64(VariableMsg), "FI_VARIABLE_MSG"}, {uint64(RMAPmem), "FI_RMA_PMEM"}, {uint64(SourceErr), "FI_SOURCE_ERR"},
+			{uint64(LocalComm), "FI_LOCAL_COMM"}, {uint64(RemoteComm), "FI_REMOTE_COMM"}, {uint64(SharedAV), "FI_SHARED_AV"},
+			{uint64(RMAEvent), "FI_RMA_EVENT"}, {uint64(Source), "FI_SOURCE"}, {uint64(NamedRxCtx), "FI_NAMED_RX_CTX"},
+			{uint64(DirectedRecv), "FI_DIRECTED_RECV"}, {uint64(HMEM), "FI_HMEM"},
+			{uint64(AVUserID), "FI_AV_USER_ID"}, {uint64(XPU), "FI_XPU"},
+			{uint64(More), "FI_MORE"}, {uint64(Peek), "FI_PEEK"}, {uint64(Priority), "FI_PRIORITY"},
+			{uint64(Completion), "FI_COMPLETION"}, {uint64(Inject), "FI_INJECT"},
+			{uint64(InjectComplete), "FI_INJECT_COMPLETE"}, {uint64(TransmitComplete), "FI_TRANSMIT_COMPLETE"},
+			{uint64(DeliveryComplete), "FI_DELIVERY_COMPLETE"}, {uint64(CommitComplete), "FI_COMMIT_COMPLETE"},
+			{uint64(MatchComplete), "FI_MATCH_COMPLETE"}, {uint64(Affinity), "FI_AFFINITY"},
+			{uint64(ProvAttrOnly), "FI_PROV_ATTR_ONLY"}, {uint64(NumericHost), "FI_NUMERICHOST"},
+		}},
+		{of(tostr.OpFlags), []bn{
+			{uint64(Multicast), "FI_MULTICAST"}, {uint64(MultiRecv), "FI_MULTI_RECV"},
+			{uint64(RemoteCQData), "FI_REMOTE_CQ_DATA"}, {uint64(More), "FI_MORE"}, {uint64(Peek), "FI_PEEK"},
+			{uint64(Trigger), "FI_TRIGGER"}, {uint64(Fence), "FI_FENCE"}, {uint64(Completion), "FI_COMPLETION"},
+			{uint64(Inject), "FI_INJECT"}, {uint64(InjectComplete), "FI_INJECT_COMPLETE"},
+			{uint64(TransmitComplete), "FI_TRANSMIT_COMPLETE"}, {uint64(DeliveryComplete), "FI_DELIVERY_COMPLETE"},
+			{uint64(MatchComplete), "FI_MATCH_COMPLETE"}, {uint64(Affinity), "FI_AFFINITY"},
+			{uint64(Claim), "FI_CLAIM"}, {uint64(Discard), "FI_DISCARD"},
+		}},
+		{of(tostr.Modes), []bn{
+			{uint64(Context), "FI_CONTEXT"}, {uint64(MsgPrefix), "FI_MSG_PREFIX"}, {uint64(AsyncIOV), "FI_ASYNC_IOV"},
+			{uint64(RxCQData), "FI_RX_CQ_DATA"}, {uint64(LocalMR), "FI_LOCAL_MR"},
+			{uint64(NotifyFlagsOnly), "FI_NOTIFY_FLAGS_ONLY"}, {uint64(RestrictedComp), "FI_RESTRICTED_COMP"},
+			{uint64(Context2), "FI_CONTEXT2"}, {uint64(BufferedRecv), "FI_BUFFERED_RECV"},
+		}},
+		{of(tostr.Orders), []bn{
+			{uint64(OrderRAR), "FI_ORDER_RAR"}, {uint64(OrderRAW), "FI_ORDER_RAW"}, {uint64(OrderRAS), "FI_ORDER_RAS"},
+			{uint64(OrderWAR), "FI_ORDER_WAR"}, {uint64(OrderWAW), "FI_ORDER_WAW"}, {uint64(OrderWAS), "FI_ORDER_WAS"},
+			{uint64(OrderSAR), "FI_ORDER_SAR"}, {uint64(OrderSAW), "FI_ORDER_SAW"}, {uint64(OrderSAS), "FI_ORDER_SAS"},
+			{uint64(OrderData), "FI_ORDER_DATA"},
+			{uint64(OrderRMARAR), "FI_ORDER_RMA_RAR"}, {uint64(OrderRMARAW), "FI_ORDER_RMA_RAW"},
+			{uint64(OrderRMAWAR), "FI_ORDER_RMA_WAR"}, {uint64(OrderRMAWAW), "FI_ORDER_RMA_WAW"},
+			{uint64(OrderAtomicRAR), "FI_ORDER_ATOMIC_RAR"}, {uint64(OrderAtomicRAW), "FI_ORDER_ATOMIC_RAW"},
+			{uint64(OrderAtomicWAR), "FI_ORDER_ATOMIC_WAR"}, {uint64(OrderAtomicWAW), "FI_ORDER_ATOMIC_WAW"},
+		}},
+		{of(tostr.MRModes), []bn{
+			{uint64(MRBasic), "FI_MR_BASIC"}, {uint64(MRScalable), "FI_MR_SCALABLE"}, {uint64(MRLocal), "FI_MR_LOCAL"},
+			{uint64(MRRaw), "FI_MR_RAW"}, {uint64(MRVirtAddr), "FI_MR_VIRT_ADDR"}, {uint64(MRAllocated), "FI_MR_ALLOCATED"},
+			{uint64(MRProvKey), "FI_MR_PROV_KEY"}, {uint64(MRMMUNotify), "FI_MR_MMU_NOTIFY"},
+			{uint64(MRRMAEvent), "FI_MR_RMA_EVENT"}, {uint64(MREndpoint), "FI_MR_ENDPOINT"},
+			{uint64(MRHMEM), "FI_MR_HMEM"}, {uint64(MRCollective), "FI_MR_COLLECTIVE"},
+		}},
+	} {
+		if !slices.Equal(c.got, c.want) {
+			t.Errorf("table differs from the constants:\n got %v\nwant %v", c.got, c.want)
+		}
+	}
+	for _, c := range []struct{ got, want string }{
+		{SockaddrIn.String(), "FI_SOCKADDR_IN"}, {AddrStr.String(), "FI_ADDR_STR"}, {EpRDM.String(), "FI_EP_RDM"},
+		{ProtoShm.String(), "FI_PROTO_SHM"}, {ThreadDomain.String(), "FI_THREAD_DOMAIN"},
+		{ProgressManual.String(), "FI_PROGRESS_MANUAL"}, {RMEnabled.String(), "FI_RM_ENABLED"},
+		{AVTable.String(), "FI_AV_TABLE"}, {BusPCI.String(), "FI_BUS_PCI"}, {LinkUp.String(), "FI_LINK_UP"},
+		{TCBulkData.String(), "FI_TC_BULK_DATA"}, {CompOrderStrict.String(), "FI_ORDER_STRICT"},
+		{ErrNoSpc.Error(), "No space left on device"}, {ErrNoRx.Error(), "Receiver not ready, no receive buffers available"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%q, want %q", c.got, c.want)
+		}
+	}
+	for n, f := range map[string]Flags{"FI_ATOMICS": Atomic, "FI_TRANSMIT": Transmit, "FI_EVENT": Completion,
+		"FI_SELECTIVE_COMPLETION": SelectiveCompletion, "FI_SYMMETRIC": Symmetric, "FI_SYNC_ERR": SyncErr,
+		"FI_UNIVERSE": Universe, "FI_XPU_TRIGGER": XPU} {
+		if tostr.FlagAliases[n] != uint64(f) {
+			t.Errorf("alias %s = %#x, want %#x", n, tostr.FlagAliases[n], uint64(f))
+		}
+	}
 }
