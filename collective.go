@@ -433,5 +433,11 @@ func (ep *Endpoint) Gather(buf []byte, count int, desc MRDesc, result []byte, re
 }
 
 // nodeKey is the shared-memory domain collectives of this endpoint may use
-// (0: none, every collective runs over point-to-point messages).
-func (ep *Endpoint) nodeKey() uint64 { return 0 }
+// (0: none, every collective runs over point-to-point messages): on shm,
+// the node's (members of a group on one node share a region).
+func (ep *Endpoint) nodeKey() uint64 {
+	if ep.info.FabricAttr != nil && ep.info.FabricAttr.ProvName == shmName {
+		return coll.NodeKey()
+	}
+	return 0
+}

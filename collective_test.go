@@ -103,7 +103,7 @@ func joinAll(t testing.TB, rs []*collRank) {
 		if r.mc.Rank() != r.rank || r.mc.Size() != len(rs) {
 			return fmt.Errorf("rank %d/%d, want %d/%d", r.mc.Rank(), r.mc.Size(), r.rank, len(rs))
 		}
-		return nil
+		return checkLocal(r)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,10 @@ func (g *Group) build(o *opState) {
 	switch o.Coll {
 	case collJoin:
 		p.allgatherRing(v, g.join, recSize)
+		if g.e.cfg.NodeKey != 0 {
+			p.shmStep(shmStep{kind: shmAttach})
+			p.endRound()
+		}
 
 	case dtype.Barrier:
 		p.barrierDissemination(v)

@@ -68,75 +68,127 @@ func TestReducibleMatchesIssue(t *testing.T) {
 
 // TestDifferential runs every collective and every reducible (datatype,
 // op) pair on 1 to 8 ranks, with sizes 0, 1, odd and larger, through both
-// algorithm choices, and compares with the serial reference.
+// algorithm choices, point to point and over a shared-memory region, and
+// compares with the serial reference.
 func TestDifferential(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	counts := []int{0, 1, 2, 3, 7, 64, 1001}
-	moves := []dtype.CollOp{dtype.Broadcast, dtype.Allgather, dtype.Alltoall, dtype.Scatter, dtype.Gather, dtype.Barrier}
-	for _, large := range []bool{false, true} {
-		for n := 1; n <= 8; n++ {
-			if large && n != 2 && n != 3 && n != 6 && n != 7 {
-				continue // the ring on powers of two and not, enough
+	for _, shm := range []bool{false, true} {
+		for _, large := range []bool{false, true} {
+			for n := 1; n <= 8; n++ {
+				if large && n != 2 && n != 3 && n != 6 && n != 7 {
+					continue // the ring on powers of two and not, enough
+				}
+				t.Run(fmt.Sprintf("shm%v/ranks%d/large%v", shm, n, large), func(t *testing.T) {
+					differential(t, n, shm, large, uint64(n))
+				})
 			}
-			t.Run(fmt.Sprintf("ranks%d/large%v", n, large), func(t *testing.T) {
-				if large {
-					defer setThresholds(0, 0)()
-				}
-				w := newWorld(n, 256)
-				if err := w.join(); err != nil {
-					t.Fatal(err)
-				}
-				for _, p := range colltest.Pairs() {
-					for _, cl := range []dtype.CollOp{dtype.Allreduce, dtype.Reduce, dtype.ReduceScatter} {
-						w.runCase(t, colltest.Case{Coll: cl, Type: dtype.Type(p[0]), Op: dtype.Op(p[1]),
-							Count: counts[rng.IntN(len(counts))], Root: rng.IntN(n), Ranks: n, Seed: rng.Uint64()})
-					}
-				}
-				for _, typ := range []dtype.Type{dtype.Int8, dtype.Uint32, dtype.Double, dtype.LongDouble, dtype.Float16} {
-					for _, cl := range moves {
-						w.runCase(t, colltest.Case{Coll: cl, Type: typ, Op: dtype.Noop,
-							Count: counts[rng.IntN(len(counts))], Root: rng.IntN(n), Ranks: n, Seed: rng.Uint64()})
-					}
-				}
-			})
+		}
+	}
+}
+
+// forceLarge makes every collective take its large-buffer algorithm: the
+// ring point to point; parallel slices and the smallest slots (so most
+// buffers take several chunks) over shared memory.
+func forceLarge(t *testing.T) {
+	t.Setenv(coll.ShmBudgetEnv, "1")
+	f := coll.ShmFoldMax
+	coll.ShmFoldMax = 0
+	t.Cleanup(setThresholds(0, 0))
+	t.Cleanup(func() { coll.ShmFoldMax = f })
+}
+
+func differential(t *testing.T, n int, shm, large bool, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	counts := []int{0, 1, 2, 3, 7, 64, 1001}
+	if large && shm {
+		counts = append(counts, 3000, 9001) // several 4 KiB chunks
+	}
+	moves := []dtype.CollOp{dtype.Broadcast, dtype.Allgather, dtype.Alltoall, dtype.Scatter, dtype.Gather, dtype.Barrier}
+	if large {
+		forceLarge(t)
+	}
+	var key uint64
+	if shm {
+		key = 42
+	}
+	w := newWorldKey(n, 256, key)
+	if err := w.join(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.leave()
+	for _, p := range colltest.Pairs() {
+		for _, cl := range []dtype.CollOp{dtype.Allreduce, dtype.Reduce, dtype.ReduceScatter} {
+			w.runCase(t, colltest.Case{Coll: cl, Type: dtype.Type(p[0]), Op: dtype.Op(p[1]),
+				Count: counts[rng.IntN(len(counts))], Root: rng.IntN(n), Ranks: n, Seed: rng.Uint64()})
+		}
+	}
+	for _, typ := range []dtype.Type{dtype.Int8, dtype.Uint32, dtype.Double, dtype.LongDouble, dtype.Float16} {
+		for _, cl := range moves {
+			w.runCase(t, colltest.Case{Coll: cl, Type: typ, Op: dtype.Noop,
+				Count: counts[rng.IntN(len(counts))], Root: rng.IntN(n), Ranks: n, Seed: rng.Uint64()})
 		}
 	}
 }
 
 // TestSameBitsEverywhere: with values whose sums round differently in
-// different orders, every rank still gets the same bits.
+// different orders, every rank still gets the same bits; over shared
+// memory they are the documented left fold in rank order.
 func TestSameBitsEverywhere(t *testing.T) {
-	for _, large := range []bool{false, true} {
-		for _, n := range []int{3, 5, 8} {
-			if large {
-				defer setThresholds(0, 0)()
+	for _, shm := range []bool{false, true} {
+		for _, large := range []bool{false, true} {
+			for _, n := range []int{3, 5, 8} {
+				t.Run(fmt.Sprintf("shm%v/large%v/ranks%d", shm, large, n), func(t *testing.T) {
+					sameBits(t, n, shm, large)
+				})
 			}
-			w := newWorld(n, 256)
-			if err := w.join(); err != nil {
-				t.Fatal(err)
-			}
-			const count = 333
-			args := make([]coll.Args, n)
-			rng := rand.New(rand.NewPCG(uint64(n), 9))
-			for r := range args {
-				buf := make([]byte, count*4)
-				for i := 0; i < len(buf); i += 4 {
-					f := float32(rng.NormFloat64() * 1e3)
-					putF32(buf[i:], f)
-				}
-				args[r] = coll.Args{Coll: dtype.Allreduce, Type: dtype.Float, Op: dtype.Sum, Count: count, Buf: buf, Result: make([]byte, count*4)}
-				w.g[r].Post(&args[r], r)
-			}
-			for r, e := range w.waitAll(nil) {
-				if e != 0 {
-					t.Fatalf("rank %d: %v", r, e)
-				}
-			}
-			for r := 1; r < n; r++ {
-				if string(args[r].Result) != string(args[0].Result) {
-					t.Fatalf("ranks %d large %v: rank %d's result differs from rank 0's", n, large, r)
-				}
-			}
+		}
+	}
+}
+
+func sameBits(t *testing.T, n int, shm, large bool) {
+	if large {
+		forceLarge(t)
+	}
+	var key uint64
+	if shm {
+		key = 7
+	}
+	w := newWorldKey(n, 256, key)
+	if err := w.join(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.leave()
+	const count = 3333
+	args := make([]coll.Args, n)
+	rng := rand.New(rand.NewPCG(uint64(n), 9))
+	for r := range args {
+		buf := make([]byte, count*4)
+		for i := 0; i < len(buf); i += 4 {
+			f := float32(rng.NormFloat64() * 1e3)
+			putF32(buf[i:], f)
+		}
+		args[r] = coll.Args{Coll: dtype.Allreduce, Type: dtype.Float, Op: dtype.Sum, Count: count, Buf: buf, Result: make([]byte, count*4)}
+		w.g[r].Post(&args[r], r)
+	}
+	for r, e := range w.waitAll(nil) {
+		if e != 0 {
+			t.Fatalf("rank %d: %v", r, e)
+		}
+	}
+	for r := 1; r < n; r++ {
+		if string(args[r].Result) != string(args[0].Result) {
+			t.Fatalf("rank %d's result differs from rank 0's", r)
+		}
+	}
+	if !shm {
+		return
+	}
+	for i := 0; i < count; i++ {
+		acc := getF32(args[0].Buf[i*4:])
+		for r := 1; r < n; r++ {
+			acc += getF32(args[r].Buf[i*4:])
+		}
+		if got := getF32(args[0].Result[i*4:]); got != acc {
+			t.Fatalf("element %d: %v, the left fold in rank order gives %v", i, got, acc)
 		}
 	}
 }
@@ -144,21 +196,33 @@ func TestSameBitsEverywhere(t *testing.T) {
 // TestMismatchDetected: ranks calling different collectives fail with an
 // error completion on every rank rather than hang or mix data.
 func TestMismatchDetected(t *testing.T) {
-	w := newWorld(4, 256)
-	if err := w.join(); err != nil {
-		t.Fatal(err)
-	}
-	for i := range w.g {
-		a := coll.Args{Coll: dtype.Allreduce, Type: dtype.Int32, Op: dtype.Sum, Count: 4,
-			Buf: make([]byte, 16), Result: make([]byte, 16)}
-		if i == 2 {
-			a.Type = dtype.Float
-		}
-		w.g[i].Post(&a, i)
-	}
-	for i, c := range w.waitAll(nil) {
-		if c == 0 {
-			t.Errorf("rank %d: mismatched allreduce completed without error", i)
+	for _, key := range []uint64{0, 9} {
+		for _, mis := range []string{"type", "count", "coll"} {
+			w := newWorldKey(4, 256, key)
+			if err := w.join(); err != nil {
+				t.Fatal(err)
+			}
+			for i := range w.g {
+				a := coll.Args{Coll: dtype.Allreduce, Type: dtype.Int32, Op: dtype.Sum, Count: 4,
+					Buf: make([]byte, 16), Result: make([]byte, 16)}
+				if i == 2 {
+					switch mis {
+					case "type":
+						a.Type = dtype.Float
+					case "count":
+						a.Count = 3
+					case "coll":
+						a.Coll = dtype.Barrier
+					}
+				}
+				w.g[i].Post(&a, i)
+			}
+			for i, c := range w.waitAll(nil) {
+				if c == 0 {
+					t.Errorf("key %d, %s: rank %d: mismatched allreduce completed without error", key, mis, i)
+				}
+			}
+			w.leave()
 		}
 	}
 }
@@ -166,10 +230,17 @@ func TestMismatchDetected(t *testing.T) {
 // TestPeerDeath: a rank that dies mid-collective gives the others error
 // completions, never a hang; later collectives fail at once.
 func TestPeerDeath(t *testing.T) {
-	w := newWorld(5, 64)
+	for _, key := range []uint64{0, 11} {
+		peerDeath(t, key)
+	}
+}
+
+func peerDeath(t *testing.T, key uint64) {
+	w := newWorldKey(5, 64, key)
 	if err := w.join(); err != nil {
 		t.Fatal(err)
 	}
+	defer w.leave()
 	for i := range w.g {
 		if i == 3 {
 			continue

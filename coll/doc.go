@@ -24,6 +24,15 @@
 //
 // # Algorithms and when each is chosen
 //
+// Within one node (every member's Config.NodeKey equal and not 0: the shm
+// provider): the join maps a shared-memory region that all members share
+// (region.go), and every collective runs over it in phases with no
+// point-to-point message at all: stores into slots, an arrival counter
+// per rank, reductions of parallel slices; see shm.go for each
+// collective's phases, ShmFoldMax for the size where allreduce switches
+// from every rank folding everything to parallel slices, and
+// ShmBudgetEnv for the region's size.
+//
 // Point to point (members that do not share a node, or a provider without
 // shared memory), every group size, powers of two or not:
 //
@@ -53,6 +62,8 @@
 //     (ranks modulo n), computed by one rank and then copied.
 //   - binomial reduce: a balanced tree over the ranks starting at the
 //     root (root, root+1, ..., root-1).
+//   - shared memory: a left fold over the ranks in increasing order,
+//     ((x0 op x1) op x2) ... op x(n-1), for every size.
 //
 // FLOAT16 and BFLOAT16 are widened to float32 (exactly) before any
 // reduction, every partial travels and is combined in float32, and the

@@ -2,6 +2,7 @@ package coll
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"os"
 	"time"
 
@@ -42,10 +43,11 @@ type Endpoint struct {
 	toks    []tokEntry
 	tokFree []uint32
 
-	ready   []*Group // transfers of the running round all done
-	blocked []*Group // sends to retry, aborts to send
-	spare   []*Group
-	polls   uint32
+	ready     []*Group // transfers of the running round all done
+	shmActive []*Group // waiting in a shared-memory step
+	blocked   []*Group // sends to retry, aborts to send
+	spare     []*Group
+	polls     uint32
 
 	shut bool
 }
@@ -75,7 +77,7 @@ func Attach(eng *engine.Endpoint, cfg Config) *Endpoint {
 }
 
 // recSize is the size of one rank's join record: membership hash, node
-// key, pid, flags.
+// key, pid, flags, nonce.
 const recSize = 32
 
 // MembershipHash is the FNV-1a hash of the members' addresses in order:
@@ -120,7 +122,7 @@ func (e *Endpoint) Join(members []uint64, names [][]byte, self int, ctx any) (*G
 		return nil, engine.CodeBusy
 	}
 	n := len(members)
-	g := &Group{e: e, id: id, hash: hash, rank: self, size: n, round: -1,
+	g := &Group{e: e, id: id, hash: hash, rank: self, size: n, round: -1, sh: shmRun{act: -1},
 		members: append([]uint64(nil), members...),
 		peers:   make([]transport.Peer, n),
 		fifos:   make([]fifo, n),
@@ -172,6 +174,7 @@ func (e *Endpoint) Join(members []uint64, names [][]byte, self int, ctx any) (*G
 	binary.LittleEndian.PutUint64(rec[0:], hash)
 	binary.LittleEndian.PutUint64(rec[8:], e.cfg.NodeKey)
 	binary.LittleEndian.PutUint32(rec[16:], uint32(os.Getpid()))
+	binary.LittleEndian.PutUint64(rec[24:], rand.Uint64()|1) // names the region if this rank leads one
 	if c := g.Post(&Args{Coll: collJoin, Count: n}, ctx); c != 0 {
 		delete(e.groups, id)
 		return nil, c
@@ -357,13 +360,13 @@ func (e *Endpoint) CollProgress() bool {
 		e.spare = bl[:0]
 		did = true
 	}
+	if e.shmPoll() {
+		did = true
+	}
 	for len(e.ready) > 0 {
 		g := e.ready[len(e.ready)-1]
 		e.ready = e.ready[:len(e.ready)-1]
 		g.advance()
-		did = true
-	}
-	if e.shmPoll() {
 		did = true
 	}
 	if e.polls++; e.polls&4095 == 0 && len(e.groups) > 0 {

@@ -139,6 +139,7 @@ type Group struct {
 	moved    bool      // a transfer completed since the last watch
 	lastMove time.Time // when the watch last saw the operation move
 	region   *region   // node-local shared memory (nil: none)
+	sh       shmRun    // the running shared-memory step
 }
 
 // Rank returns this endpoint's rank in the group.
@@ -149,6 +150,15 @@ func (g *Group) Size() int { return g.size }
 
 // Broken returns the errno that broke the group, 0 if none.
 func (g *Group) Broken() engine.Code { return g.failed }
+
+// Local returns how many members share this rank's node-local
+// shared-memory region, 0 when the group runs point to point only.
+func (g *Group) Local() int {
+	if g.region == nil || g.region.mem == nil {
+		return 0
+	}
+	return g.region.n
+}
 
 // Busy reports whether operations are queued or running.
 func (g *Group) Busy() bool { return g.qLen > 0 }
@@ -488,6 +498,7 @@ func (g *Group) complete(c engine.Code) {
 		g.inflight, g.fetching = 0, 0
 	}
 	g.running, g.round = false, -1
+	g.sh.act, g.sh.st, g.sh.acc = -1, nil, nil
 	*o = opState{}
 	g.qHead = (g.qHead + 1) % qCap
 	g.qLen--
@@ -509,6 +520,9 @@ func (g *Group) fail(c engine.Code) {
 		return
 	}
 	g.failed = c
+	if g.region != nil && g.region.mem != nil {
+		g.region.setAbort(c) // node-local members poll it
+	}
 	g.abortTo = true
 	g.e.markBlocked(g)
 	g.maybeFinishFailed()
@@ -604,6 +618,9 @@ func (g *Group) close() {
 		}
 	}
 	if g.region != nil {
+		if g.region.mem != nil {
+			g.region.setAbort(engine.CodeCanceled) // members still posting fail, not wait
+		}
 		g.region.close()
 		g.region = nil
 	}
@@ -633,6 +650,18 @@ func (g *Group) watch(now time.Time) {
 	for i := lo; i < hi && g.failed == 0; i++ {
 		if a := &g.pl.acts[i]; a.kind == actRecv && !a.done && !a.busy {
 			g.ping(int(a.peer))
+		}
+	}
+	if r := g.region; g.sh.act >= 0 && r != nil {
+		// A shared-memory step waits for the local ranks that have not
+		// arrived (or, before the region is mapped, for its leader).
+		for j := 0; j < r.n && g.failed == 0; j++ {
+			if r.local[j] == g.rank {
+				continue
+			}
+			if (r.mem == nil && j == 0) || (r.mem != nil && r.ph > 0 && r.arriveWord(j).Load() < r.ph) {
+				g.ping(r.local[j])
+			}
 		}
 	}
 }

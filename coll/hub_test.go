@@ -213,7 +213,11 @@ type world struct {
 	g     []*coll.Group
 }
 
-func newWorld(n, maxEager int) *world {
+func newWorld(n, maxEager int) *world { return newWorldKey(n, maxEager, 0) }
+
+// newWorldKey is newWorld with the ranks' node key: not 0, they share a
+// node-local shared-memory region once joined.
+func newWorldKey(n, maxEager int, nodeKey uint64) *world {
 	w := &world{h: &hub{eps: map[string]*pipe{}, maxEager: maxEager}}
 	for i := 0; i < n; i++ {
 		w.names = append(w.names, fmt.Sprintf("rank%d", i))
@@ -228,7 +232,7 @@ func newWorld(n, maxEager int) *world {
 		cq.Bind(ep, nil)
 		w.eng = append(w.eng, ep)
 		w.cq = append(w.cq, cq)
-		w.ce = append(w.ce, coll.Attach(ep, coll.Config{}))
+		w.ce = append(w.ce, coll.Attach(ep, coll.Config{NodeKey: nodeKey}))
 	}
 	return w
 }
@@ -293,4 +297,13 @@ func (w *world) waitAll(skip map[int]bool) []engine.Code {
 		}
 	}
 	return res
+}
+
+// leave closes every rank's group (unmapping shared-memory regions).
+func (w *world) leave() {
+	for i, g := range w.g {
+		if g != nil {
+			w.ce[i].Leave(g)
+		}
+	}
 }

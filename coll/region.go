@@ -1,24 +1,362 @@
 package coll
 
-import "github.com/gofi-dev/fi/engine"
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"unsafe"
 
-// shmStep is one shared-memory step of a plan (node-local collectives).
-type shmStep struct{}
+	"golang.org/x/sys/unix"
 
-// region is a group's node-local shared-memory region.
-type region struct{}
+	"github.com/gofi-dev/fi/engine"
+	"github.com/gofi-dev/fi/shm"
+)
 
-func (r *region) close() {}
+// A group's node-local region is one shared-memory segment that the
+// members on one node map (see shm.go for what runs over it):
+//
+//	[0, 4096)          header: magic, version, local ranks, slot size,
+//	                   group id, membership hash, nonce; the abort word
+//	                   on a line of its own at 128
+//	[4096, ...)        one 128-byte control line per local rank: its
+//	                   arrive counter (+0) and two check words (+8, +16)
+//	data (page aligned) two buffer sets, used by phase parity; each holds
+//	                   n+1 slots of slot bytes (slot i: local rank i's,
+//	                   slot n: results)
+//
+// Only the rank that owns a control line writes it. Sizes come from the
+// header, written by the leader; the others check it against what they
+// know (group, members, nonce) and against the mapped size before use.
 
-// setupRegion maps the group's node-local region after the join, when its
-// members share memory.
+const (
+	regionMagic   = 0x3167726f63696667 // "gficorg1"
+	regionVersion = 1
+	regionHdr     = 4096
+	ctrlLine      = 128 // two cache lines: no false sharing with the adjacent-line prefetcher
+
+	hMagic   = 0
+	hVersion = 8
+	hLocal   = 12
+	hSlot    = 16
+	hGroup   = 24
+	hHash    = 32
+	hNonce   = 40
+	hAbort   = 128
+
+	minSlot = 4 << 10
+	maxSlot = 1 << 20
+)
+
+// codeNoSpc is FI_ENOSPC.
+const codeNoSpc engine.Code = 28
+
+// ShmBudgetEnv names the environment variable that caps the bytes of one
+// group's node-local region (default DefaultShmBudget). The region holds
+// 2(n+1) slots for n local ranks; slots are powers of two between 4 KiB
+// and 1 MiB, the largest that fits the budget, so 64 ranks take about
+// 4 MiB of /dev/shm per group by default and 8 ranks about 4.5 MiB.
+const ShmBudgetEnv = "GOFI_COLL_SHM_BYTES"
+
+// DefaultShmBudget is the default cap of one group's region.
+const DefaultShmBudget = 8 << 20
+
+func shmBudget() int {
+	if s := os.Getenv(ShmBudgetEnv); s != "" {
+		if v, err := strconv.Atoi(s); err == nil && v > 0 {
+			return v
+		}
+	}
+	return DefaultShmBudget
+}
+
+// slotFor returns the slot size for n local ranks within budget bytes.
+func slotFor(n, budget int) int {
+	s := maxSlot
+	for s > slotMin(n) && regionSize(n, s) > budget {
+		s >>= 1
+	}
+	return s
+}
+
+// slotMin is the smallest slot for n local ranks: every operation needs
+// room for one element of 16 bytes per rank in a slot (alltoall and
+// reduce-scatter split a slot in n parts).
+func slotMin(n int) int {
+	s := minSlot
+	for s < n*64 {
+		s <<= 1
+	}
+	return s
+}
+
+// maxLocal bounds the local ranks of a region (more run point to point).
+const maxLocal = maxSlot / 64
+
+func ctrlBytes(n int) int { return (n*ctrlLine + regionHdr - 1) &^ (regionHdr - 1) }
+
+func regionSize(n, slot int) int { return regionHdr + ctrlBytes(n) + 2*(n+1)*slot }
+
+// region is a group's mapping of its node-local segment.
+type region struct {
+	seg    *shm.Segment
+	mem    []byte
+	n      int   // local ranks
+	me     int   // my local index
+	slot   int   // bytes per slot
+	data   int   // offset of buffer set 0
+	local  []int // local index -> group rank
+	leader bool
+	name   string
+
+	ph   uint64 // my phase: the last one I arrived at
+	scan int    // local ranks below scan are known to have arrived at ph
+	srcs [][]byte
+}
+
+// NodeKey identifies this process's shared-memory domain: the boot, the
+// file system holding shm segments (its device and inode, so processes
+// with different /dev/shm mounts, such as network-namespace hosts with
+// their own tmpfs, get different keys) and the user. Members of a group
+// whose keys are equal (and not 0) share node-local regions. 0 when it
+// cannot be determined.
+func NodeKey() uint64 {
+	var st unix.Stat_t
+	if err := unix.Stat(shm.Dir(), &st); err != nil {
+		return 0
+	}
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	h := uint64(14695981039346656037)
+	mix := func(b []byte) {
+		for _, c := range b {
+			h = (h ^ uint64(c)) * 1099511628211
+		}
+	}
+	var w [8]byte
+	mix(boot)
+	binary.LittleEndian.PutUint64(w[:], st.Dev)
+	mix(w[:])
+	binary.LittleEndian.PutUint64(w[:], st.Ino)
+	mix(w[:])
+	binary.LittleEndian.PutUint64(w[:], uint64(os.Geteuid()))
+	mix(w[:])
+	if h == 0 {
+		h = 1
+	}
+	return h
+}
+
+func (r *region) u64(off int) *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Pointer(&r.mem[off]))
+}
+
+func (r *region) u32(off int) *atomic.Uint32 {
+	return (*atomic.Uint32)(unsafe.Pointer(&r.mem[off]))
+}
+
+func (r *region) arriveWord(i int) *atomic.Uint64 { return r.u64(regionHdr + i*ctrlLine) }
+
+func (r *region) checkWord(i, set int) *atomic.Uint64 {
+	return r.u64(regionHdr + i*ctrlLine + 8 + 8*set)
+}
+
+// slotBuf returns slot j of buffer set.
+func (r *region) slotBuf(set, j int) []byte {
+	off := r.data + (set*(r.n+1)+j)*r.slot
+	return r.mem[off : off+r.slot : off+r.slot]
+}
+
+// area returns the whole of buffer set (n+1 slots), for operations with
+// one writer.
+func (r *region) area(set int) []byte {
+	off := r.data + set*(r.n+1)*r.slot
+	return r.mem[off : off+(r.n+1)*r.slot : off+(r.n+1)*r.slot]
+}
+
+// arrive enters the next phase: what this rank wrote for it is published.
+func (r *region) arrive() {
+	r.ph++
+	r.scan = 0
+	r.arriveWord(r.me).Store(r.ph)
+}
+
+// arrived reports whether every local rank has arrived at my phase.
+func (r *region) arrived() bool {
+	for r.scan < r.n {
+		if r.arriveWord(r.scan).Load() < r.ph {
+			return false
+		}
+		r.scan++
+	}
+	return true
+}
+
+// aborted returns the errno a local rank stored on failing, 0 if none.
+func (r *region) aborted() engine.Code { return engine.Code(r.u32(hAbort).Load()) }
+
+func (r *region) setAbort(c engine.Code) {
+	if c == 0 {
+		c = engine.CodeIO
+	}
+	r.u32(hAbort).CompareAndSwap(0, uint32(c))
+}
+
+func (r *region) close() {
+	if r.seg != nil {
+		_ = r.seg.Close()
+	}
+	r.seg, r.mem = nil, nil
+}
+
+// regionName is the segment name of a group's region: the leader's pid
+// and the nonce of its join record.
+func regionName(pid uint32, nonce uint64) string {
+	return shm.Prefix() + strconv.FormatUint(uint64(pid), 10) + "-c" + strconv.FormatUint(nonce, 16)
+}
+
+// setupRegion is the end of the join (called once its plan ran): nothing
+// left to do, the attach step of the plan mapped the region.
 func (g *Group) setupRegion() engine.Code { return 0 }
 
-// buildShm writes a plan over the node-local region; false when the
-// operation does not use it.
-func (g *Group) buildShm(o *opState) bool { return false }
+// ---------------------------------------------------------------------------
+// attach: the last step of a join whose members share a node.
 
-func (g *Group) startShm(i int) {}
+// localMembers returns the group ranks whose join records carry this
+// endpoint's node key, in rank order (nil when the key is 0).
+func (g *Group) localMembers() []int {
+	key := g.e.cfg.NodeKey
+	if key == 0 {
+		return nil
+	}
+	var l []int
+	for r := 0; r < g.size; r++ {
+		if binary.LittleEndian.Uint64(g.join[r*recSize+8:]) == key {
+			l = append(l, r)
+		}
+	}
+	return l
+}
 
-// shmPoll advances shared-memory steps.
-func (e *Endpoint) shmPoll() bool { return false }
+// attachStart starts the attach step: the leader creates the region, the
+// others open it (retried from progress until it appears). A join that
+// does not use shared memory finishes the step at once.
+func (g *Group) attachStart() bool {
+	for r := 0; r < g.size; r++ {
+		if binary.LittleEndian.Uint64(g.join[r*recSize:]) != g.hash {
+			g.fail(engine.CodeInval) // the members disagree on the membership
+			return false
+		}
+	}
+	local := g.localMembers()
+	if len(local) < 2 || len(local) != g.size || len(local) > maxLocal {
+		return true // point to point only (a hierarchical join maps none yet)
+	}
+	me := -1
+	for i, r := range local {
+		if r == g.rank {
+			me = i
+		}
+	}
+	lead := g.join[local[0]*recSize:]
+	r := &region{n: len(local), me: me, local: local, leader: me == 0,
+		name: regionName(binary.LittleEndian.Uint32(lead[16:]), binary.LittleEndian.Uint64(lead[24:])),
+		srcs: make([][]byte, len(local))}
+	g.region = r
+	if r.leader {
+		if c := g.createRegion(r); c != 0 {
+			g.region = nil
+			g.fail(c)
+			return false
+		}
+		return g.attachArrive()
+	}
+	return g.attachOpen()
+}
+
+// createRegion creates and initialises the leader's segment, with smaller
+// slots when /dev/shm is short of space.
+func (g *Group) createRegion(r *region) engine.Code {
+	slot := slotFor(r.n, shmBudget())
+	for {
+		seg, err := shm.CreateSegment(r.name, regionSize(r.n, slot))
+		if err == nil {
+			r.seg, r.mem, r.slot = seg, seg.Bytes(), slot
+			break
+		}
+		if errors.Is(err, shm.ErrNoSpace) && slot > slotMin(r.n) {
+			slot >>= 1
+			continue
+		}
+		if errors.Is(err, shm.ErrNoSpace) {
+			return codeNoSpc
+		}
+		return engine.CodeIO
+	}
+	r.data = regionHdr + ctrlBytes(r.n)
+	m := r.mem
+	binary.LittleEndian.PutUint32(m[hVersion:], regionVersion)
+	binary.LittleEndian.PutUint32(m[hLocal:], uint32(r.n))
+	binary.LittleEndian.PutUint64(m[hSlot:], uint64(r.slot))
+	binary.LittleEndian.PutUint32(m[hGroup:], g.id)
+	binary.LittleEndian.PutUint64(m[hHash:], g.hash)
+	binary.LittleEndian.PutUint64(m[hNonce:], binary.LittleEndian.Uint64(g.join[g.rank*recSize+24:]))
+	r.u64(hMagic).Store(regionMagic) // last: the header is complete
+	return 0
+}
+
+// attachOpen tries to map the leader's region; true when the attach step
+// is finished (mapped and every local rank arrived, or failed).
+func (g *Group) attachOpen() bool {
+	r := g.region
+	if r.seg == nil {
+		seg, err := shm.OpenSegment(r.name)
+		if errors.Is(err, os.ErrNotExist) {
+			return false // not created yet: retried from progress
+		}
+		if err != nil {
+			g.fail(engine.CodeIO)
+			return false
+		}
+		r.seg, r.mem = seg, seg.Bytes()
+	}
+	if len(r.mem) < regionHdr || r.u64(hMagic).Load() != regionMagic {
+		return false // header not written yet
+	}
+	m := r.mem
+	lead := g.join[r.local[0]*recSize:]
+	slot := int(binary.LittleEndian.Uint64(m[hSlot:]))
+	switch {
+	case binary.LittleEndian.Uint32(m[hVersion:]) != regionVersion,
+		binary.LittleEndian.Uint32(m[hLocal:]) != uint32(r.n),
+		binary.LittleEndian.Uint32(m[hGroup:]) != g.id,
+		binary.LittleEndian.Uint64(m[hHash:]) != g.hash,
+		binary.LittleEndian.Uint64(m[hNonce:]) != binary.LittleEndian.Uint64(lead[24:]),
+		slot < slotMin(r.n) || slot > maxSlot || slot&(slot-1) != 0,
+		regionSize(r.n, slot) > len(m):
+		g.fail(engine.CodeInval)
+		return false
+	}
+	r.slot = slot
+	r.data = regionHdr + ctrlBytes(r.n)
+	return g.attachArrive()
+}
+
+// attachArrive enters phase 1 (mapped) and waits for every local rank.
+func (g *Group) attachArrive() bool {
+	r := g.region
+	if r.ph == 0 {
+		r.arrive()
+	}
+	if !r.arrived() {
+		return false
+	}
+	if r.leader {
+		// Everyone has it mapped: the name is no longer needed, and a
+		// crash from here on leaves nothing in /dev/shm.
+		_ = os.Remove(shmPath(r.name))
+	}
+	return true
+}
+
+func shmPath(name string) string { return shm.Dir() + "/" + name }

@@ -1,0 +1,483 @@
+package coll
+
+import (
+	"github.com/gofi-dev/fi/dtype"
+	"github.com/gofi-dev/fi/engine"
+)
+
+// Shared-memory collectives (within one node): the local ranks map the
+// group's region (region.go) and run every collective as a sequence of
+// phases, with no point-to-point message at all. In a phase each rank
+//
+//  1. writes what it contributes into buffer set ph&1 of the region
+//     (its own slot, or the whole set for the root of a one-writer
+//     operation),
+//  2. arrives: stores ph in its control line,
+//  3. waits until every local rank has arrived at ph (polled from
+//     progress: the operation never blocks the caller),
+//  4. reads what it needs from buffer set ph&1 (and writes results into
+//     the result slot of that set, read in the next phase only).
+//
+// Because every phase waits for every rank, a buffer set written in phase
+// ph is rewritten no earlier than phase ph+2, when every rank has finished
+// reading it: double buffering without any acknowledgement. Large buffers
+// run in chunks of a slot, one phase per chunk, so copying in the next
+// chunk overlaps reading the previous one.
+//
+// Algorithms (S is the slot size, n the local ranks):
+//
+//   - barrier: one phase.
+//   - broadcast, scatter: the root writes chunks of the whole set
+//     ((n+1)S bytes), the others copy them out.
+//   - allgather, gather, alltoall: every rank writes its chunk (block j of
+//     alltoall in part j of the slot), the readers copy.
+//   - allreduce and reduce of at most ShmFoldMax bytes: one phase; every
+//     rank (reduce: the root) folds all n slots itself.
+//   - larger allreduce and reduce: per chunk of S bytes, rank i folds slice
+//     i of the chunk across the n slots into the result slot (parallel
+//     slices), and in the next phase every rank (reduce: the root) copies
+//     the whole reduced chunk out.
+//   - reduce-scatter: every rank writes part j of its chunk of block j into
+//     part j of its slot; rank i folds part i across the n slots.
+//
+// Order: every element is a left fold over the local ranks in increasing
+// order, ((x0 op x1) op x2) ... op x(n-1), computed by one rank or
+// identically by each; the same for every size.
+//
+// Mismatched calls: the first phase of every operation publishes the
+// operation's check word (collective, datatype, op, root, count); every
+// rank compares all of them before using any data and the group fails
+// with FI_EINVAL on a difference. A failing rank stores its errno in the
+// region's abort word, which waiting ranks poll.
+
+// ShmFoldMax: an allreduce or reduce of at most this many bytes (in the
+// reduction's datatype) over shared memory runs in one phase, each rank
+// folding every slot; above it, in parallel slices. A variable so tests
+// and benchmarks can force either side.
+var ShmFoldMax = 16 << 10
+
+// shmKind says what an actShm step does.
+type shmKind uint8
+
+const (
+	shmAttach shmKind = iota + 1
+	shmBarrier
+	shmBcast
+	shmAllreduce
+	shmReduce
+	shmAllgather
+	shmAlltoall
+	shmScatter
+	shmGather
+	shmReduceScatter
+)
+
+// shmStep is one shared-memory step of a plan.
+type shmStep struct {
+	kind  shmKind
+	root  int    // local index of the root
+	in    []byte // this rank's input (broadcast: the buffer)
+	out   []byte // this rank's output
+	count int    // elements (per block for block operations)
+	check uint64 // the operation's check word
+}
+
+// shmRun is the state of the running shared-memory step.
+type shmRun struct {
+	act     int // plan action; -1: none
+	st      *shmStep
+	k, K    int  // phase within the step, number of phases
+	waiting bool // arrived at phase k, waiting for the others
+	listed  bool // on the endpoint's shmActive list
+
+	t       dtype.Type // the caller's datatype
+	es, wes int        // its size, the reduction's
+	wide    bool       // FLOAT16 / BFLOAT16 reduced in float32
+	chunk   int        // elements (reductions) or bytes (moves) per phase
+	fold    bool       // allreduce/reduce folded whole in one phase
+	acc     []byte     // wide results before narrowing
+}
+
+// buildShm writes a plan over the node-local region; false when the
+// operation does not use it (the group is not all on one node).
+func (g *Group) buildShm(o *opState) bool {
+	r := g.region
+	if r == nil || r.n != g.size {
+		return false
+	}
+	st := shmStep{root: o.Root, in: o.Buf, out: o.Result, count: o.Count, check: o.check}
+	switch o.Coll {
+	case dtype.Barrier:
+		st.kind = shmBarrier
+	case dtype.Broadcast:
+		st.kind, st.out = shmBcast, o.Buf
+	case dtype.Allreduce:
+		st.kind = shmAllreduce
+	case dtype.Reduce:
+		st.kind = shmReduce
+	case dtype.Allgather:
+		st.kind = shmAllgather
+	case dtype.Alltoall:
+		st.kind = shmAlltoall
+	case dtype.Scatter:
+		st.kind = shmScatter
+	case dtype.Gather:
+		st.kind = shmGather
+	case dtype.ReduceScatter:
+		st.kind = shmReduceScatter
+	default:
+		return false
+	}
+	g.pl.shmStep(st)
+	g.pl.endRound()
+	return true
+}
+
+func ceilDiv(a, b int) int { return (a + b - 1) / b }
+
+// startShm starts shared-memory step i of the running round.
+func (g *Group) startShm(i int) {
+	a := &g.pl.acts[i]
+	s := &g.sh
+	*s = shmRun{act: i, st: &a.shm, listed: s.listed}
+	if a.shm.kind == shmAttach {
+		if g.attachStart() {
+			g.shmDone()
+		} else if g.failed == 0 {
+			g.shmList()
+		}
+		return
+	}
+	g.shmPlan()
+	g.shmAdvance()
+}
+
+// shmPlan sets the phase count and chunking of the step.
+func (g *Group) shmPlan() {
+	s, r := &g.sh, g.region
+	st := s.st
+	o := g.head()
+	s.t = o.Type
+	s.es = o.Type.Size()
+	wt := Widen(o.Type)
+	s.wes = wt.Size()
+	s.wide = wt != o.Type
+	n, S := r.n, r.slot
+	switch st.kind {
+	case shmBarrier:
+		s.K = 1
+	case shmBcast:
+		s.chunk = (n + 1) * S
+		s.K = max(1, ceilDiv(st.count*s.es, s.chunk))
+	case shmScatter:
+		s.chunk = (n + 1) * S / n
+		s.K = max(1, ceilDiv(st.count*s.es, s.chunk))
+	case shmAllgather, shmGather:
+		s.chunk = S
+		s.K = max(1, ceilDiv(st.count*s.es, s.chunk))
+	case shmAlltoall:
+		s.chunk = S / n
+		s.K = max(1, ceilDiv(st.count*s.es, s.chunk))
+	case shmAllreduce, shmReduce:
+		g.fn = Kernel(wt, o.Op)
+		s.chunk = S / s.wes
+		if st.count*s.wes <= min(ShmFoldMax, S) {
+			s.fold, s.K = true, 1
+		} else {
+			s.K = ceilDiv(st.count, s.chunk) + 1
+		}
+		if s.wide {
+			s.acc = g.scratchBuf(0, min(st.count, s.chunk)*s.wes)
+		}
+	case shmReduceScatter:
+		g.fn = Kernel(wt, o.Op)
+		s.chunk = max(1, S/s.wes/n)
+		s.K = max(1, ceilDiv(st.count, s.chunk))
+		if s.wide {
+			s.acc = g.scratchBuf(0, min(st.count, s.chunk)*s.wes)
+		}
+	}
+}
+
+// shmList puts the group on the endpoint's list of groups whose
+// shared-memory step progress polls.
+func (g *Group) shmList() {
+	if !g.sh.listed {
+		g.sh.listed = true
+		g.e.shmActive = append(g.e.shmActive, g)
+	}
+}
+
+// shmDone finishes the running step.
+func (g *Group) shmDone() {
+	i := g.sh.act
+	g.sh.act, g.sh.st, g.sh.acc = -1, nil, nil
+	g.moved = true
+	g.transferDone(i)
+}
+
+// shmAdvance runs phases of the running step as far as the other ranks
+// allow; true when it did something.
+func (g *Group) shmAdvance() bool {
+	s, r := &g.sh, g.region
+	if s.act < 0 || g.failed != 0 {
+		return false
+	}
+	if s.st.kind == shmAttach {
+		var ok bool
+		if r.leader || r.ph > 0 {
+			ok = g.attachArrive()
+		} else {
+			ok = g.attachOpen()
+		}
+		if ok {
+			g.shmDone()
+		}
+		return ok
+	}
+	did := false
+	for {
+		if !s.waiting {
+			g.shmPre()
+			r.arrive()
+			s.waiting = true
+		}
+		if !r.arrived() {
+			if c := r.aborted(); c != 0 {
+				g.remoteAbort(c)
+				return true
+			}
+			g.shmList()
+			return did
+		}
+		did = true
+		s.waiting = false
+		g.moved = true
+		if !g.shmPost() {
+			return true // failed
+		}
+		s.k++
+		if s.k == s.K {
+			g.shmDone()
+			return true
+		}
+	}
+}
+
+// shmPoll advances the shared-memory steps of every group that waits in
+// one.
+func (e *Endpoint) shmPoll() bool {
+	if len(e.shmActive) == 0 {
+		return false
+	}
+	did := false
+	k := 0
+	for _, g := range e.shmActive {
+		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
+			if g.shmAdvance() {
+				did = true
+			}
+		}
+		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
+			e.shmActive[k] = g
+			k++
+		} else {
+			g.sh.listed = false
+		}
+	}
+	clear(e.shmActive[k:])
+	e.shmActive = e.shmActive[:k]
+	return did
+}
+
+// load writes elements of the caller's datatype into dst in the
+// reduction's datatype.
+func (s *shmRun) load(dst, src []byte) {
+	if s.wide {
+		widen(s.t, dst, src)
+	} else {
+		copy(dst, src)
+	}
+}
+
+// store writes reduced elements back in the caller's datatype.
+func (s *shmRun) store(dst, src []byte) {
+	if s.wide {
+		narrow(s.t, dst, src)
+	} else {
+		copy(dst, src)
+	}
+}
+
+// span returns the range [lo, hi) of chunk k of a length of n units.
+func span(k, chunk, n int) (int, int) {
+	lo := min(k*chunk, n)
+	return lo, min(lo+chunk, n)
+}
+
+// shmPre writes this rank's contribution to phase k.
+func (g *Group) shmPre() {
+	s, r := &g.sh, g.region
+	st := s.st
+	set := int(r.ph+1) & 1 // the phase about to be entered
+	if s.k == 0 {
+		r.checkWord(r.me, set).Store(st.check)
+	}
+	me, n := r.me, r.n
+	switch st.kind {
+	case shmBcast, shmScatter:
+		if me != st.root {
+			return
+		}
+		bs := st.count * s.es
+		area := r.area(set)
+		if st.kind == shmBcast {
+			lo, hi := span(s.k, s.chunk, bs)
+			copy(area, st.in[lo:hi])
+			return
+		}
+		lo, hi := span(s.k, s.chunk, bs)
+		for j := 0; j < n; j++ {
+			copy(area[j*s.chunk:], st.in[j*bs+lo:j*bs+hi])
+		}
+	case shmAllgather, shmGather:
+		lo, hi := span(s.k, s.chunk, st.count*s.es)
+		copy(r.slotBuf(set, me), st.in[lo:hi])
+	case shmAlltoall:
+		bs := st.count * s.es
+		lo, hi := span(s.k, s.chunk, bs)
+		sl := r.slotBuf(set, me)
+		for j := 0; j < n; j++ {
+			copy(sl[j*s.chunk:], st.in[j*bs+lo:j*bs+hi])
+		}
+	case shmAllreduce, shmReduce:
+		if s.fold {
+			s.load(r.slotBuf(set, me), st.in[:st.count*s.es])
+			return
+		}
+		lo, hi := span(s.k, s.chunk, st.count)
+		if lo < hi {
+			s.load(r.slotBuf(set, me), st.in[lo*s.es:hi*s.es])
+		}
+	case shmReduceScatter:
+		lo, hi := span(s.k, s.chunk, st.count)
+		sl := r.slotBuf(set, me)
+		for j := 0; j < n; j++ {
+			b := st.in[(j*st.count+lo)*s.es : (j*st.count+hi)*s.es]
+			s.load(sl[j*s.chunk*s.wes:], b)
+		}
+	}
+}
+
+// shmPost reads what phase k produced; false when the group failed.
+func (g *Group) shmPost() bool {
+	s, r := &g.sh, g.region
+	st := s.st
+	set := int(r.ph) & 1
+	me, n := r.me, r.n
+	if s.k == 0 {
+		for j := 0; j < n; j++ {
+			if r.checkWord(j, set).Load() != st.check {
+				g.fail(engine.CodeInval) // ranks called different collectives
+				return false
+			}
+		}
+	}
+	switch st.kind {
+	case shmBcast:
+		if me != st.root {
+			lo, hi := span(s.k, s.chunk, st.count*s.es)
+			copy(st.out[lo:hi], r.area(set))
+		}
+	case shmScatter:
+		lo, hi := span(s.k, s.chunk, st.count*s.es)
+		copy(st.out[lo:hi], r.area(set)[me*s.chunk:])
+	case shmAllgather:
+		bs := st.count * s.es
+		lo, hi := span(s.k, s.chunk, bs)
+		for j := 0; j < n; j++ {
+			copy(st.out[j*bs+lo:j*bs+hi], r.slotBuf(set, j))
+		}
+	case shmGather:
+		if me == st.root {
+			bs := st.count * s.es
+			lo, hi := span(s.k, s.chunk, bs)
+			for j := 0; j < n; j++ {
+				copy(st.out[j*bs+lo:j*bs+hi], r.slotBuf(set, j))
+			}
+		}
+	case shmAlltoall:
+		bs := st.count * s.es
+		lo, hi := span(s.k, s.chunk, bs)
+		for j := 0; j < n; j++ {
+			copy(st.out[j*bs+lo:j*bs+hi], r.slotBuf(set, j)[me*s.chunk:])
+		}
+	case shmAllreduce, shmReduce:
+		mine := st.kind == shmAllreduce || me == st.root
+		if s.fold {
+			if mine {
+				nb := st.count * s.wes
+				if s.wide {
+					g.foldSlots(s.acc[:nb], set, 0, nb)
+					s.store(st.out[:st.count*s.es], s.acc[:nb])
+				} else {
+					g.foldSlots(st.out[:nb], set, 0, nb)
+				}
+			}
+			break
+		}
+		if lo, hi := span(s.k, s.chunk, st.count); lo < hi {
+			off, sz := seg(hi-lo, s.wes, n, me)
+			g.foldSlots(r.slotBuf(set, n)[off:off+sz], set, off, off+sz)
+		}
+		if lo, hi := span(s.k-1, s.chunk, st.count); s.k > 0 && lo < hi && mine {
+			s.store(st.out[lo*s.es:hi*s.es], r.slotBuf(set^1, n)[:(hi-lo)*s.wes])
+		}
+	case shmReduceScatter:
+		lo, hi := span(s.k, s.chunk, st.count)
+		if lo == hi {
+			break
+		}
+		off, nb := me*s.chunk*s.wes, (hi-lo)*s.wes
+		if s.wide {
+			g.foldSlots(s.acc[:nb], set, off, off+nb)
+			s.store(st.out[lo*s.es:hi*s.es], s.acc[:nb])
+		} else {
+			g.foldSlots(st.out[lo*s.es:hi*s.es], set, off, off+nb)
+		}
+	}
+	return true
+}
+
+// foldSlots writes into dst the left fold of bytes [lo, hi) of every
+// local rank's slot of buffer set.
+func (g *Group) foldSlots(dst []byte, set, lo, hi int) {
+	r := g.region
+	for j := 0; j < r.n; j++ {
+		r.srcs[j] = r.slotBuf(set, j)[lo:hi]
+	}
+	reduceN(g.fn, dst, r.srcs)
+	clear(r.srcs)
+}
+
+// foldBlock is how many bytes reduceN folds through all sources before
+// moving on, so the partial result stays in the L1 cache.
+const foldBlock = 8 << 10
+
+// reduceN sets dst = ((srcs[0] op srcs[1]) op srcs[2]) ... op srcs[n-1]
+// element by element (a left fold, lower sources first), with fn; dst may
+// be none of srcs. Every source holds len(dst) bytes.
+func reduceN(fn Func, dst []byte, srcs [][]byte) {
+	if len(srcs) == 1 {
+		copy(dst, srcs[0])
+		return
+	}
+	for lo := 0; lo < len(dst); lo += foldBlock {
+		hi := min(lo+foldBlock, len(dst))
+		d := dst[lo:hi]
+		fn(d, srcs[0][lo:hi], srcs[1][lo:hi])
+		for _, s := range srcs[2:] {
+			fn(d, d, s[lo:hi])
+		}
+	}
+}
