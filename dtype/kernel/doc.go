@@ -22,6 +22,15 @@
 // loops. Measured (BenchmarkReducer, in place, float32 SUM): 13x the Go
 // loop at 4 KiB, 6.7x at 256 KiB, 4.3x at 16 MiB.
 //
+// Widen16 and Narrow16 convert FLOAT16 and BFLOAT16 to and from float32
+// for the collectives that reduce them in float32: F16C (VCVTPH2PS,
+// VCVTPS2PH to nearest even) and AVX2 bodies where the CPU has them, the
+// scalar HalfToFloat, FloatToHalf and FloatToBF16 otherwise, with the
+// same bits (every 16-bit value widened, narrowing compared on edge cases
+// and random values; GOFI_EXHAUSTIVE=1 compares all 2^32 inputs).
+// Measured (BenchmarkHalf, 512 Ki values): FLOAT16 widening 32x the scalar
+// loop, narrowing 18x; BFLOAT16 5.8x and 6.5x.
+//
 // # Atomicity (Exec)
 //
 //   - 4- and 8-byte integers: the processor's atomic instructions on the
