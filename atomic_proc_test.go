@@ -1,0 +1,343 @@
+package fi
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+// Multi-process atomics: the parent is the target, holding one region
+// (key 7: word 0 a fetch-add counter, word 1 a lock, word 2 a plain
+// counter the lock guards), registered in the domain of every provider
+// its children use, so peers on different transports hit the same words.
+// Children ("atomic" role) do fetch-adds on word 0, then take the lock
+// with CSwap, increment word 2 with an RMA read and write, and release
+// with OpAtomicWrite; the parent takes the same lock with sync/atomic on
+// MR.Bytes().
+
+const (
+	atomicWordAdd  = 0
+	atomicWordLock = 8
+	atomicWordCntr = 16
+)
+
+// atomicChildArg is "prov,rank,adds,locks".
+func atomicChildArg(prov string, rank, adds, locks int) string {
+	return fmt.Sprintf("%s,%d,%d,%d", prov, rank, adds, locks)
+}
+
+func init() {
+	peerRoles["atomic"] = func(t *testing.T, l *link, arg string) {
+		f := strings.Split(arg, ",")
+		if len(f) != 4 {
+			t.Fatalf("atomic arg %q", arg)
+		}
+		rank, _ := strconv.Atoi(f[1])
+		adds, _ := strconv.Atoi(f[2])
+		locks, _ := strconv.Atoi(f[3])
+		n := openRMANode(t, f[0], rmaNodeCfg{caps: Msg | RMA | Atomic})
+		name, err := hex.DecodeString(l.expect("target")[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs, err := n.av.Insert([][]byte{name}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.send("ready")
+		l.expect("go")
+		got, err := atomicFetchAdds(n, addrs[0], adds)
+		if err != nil {
+			l.send("fail", err)
+			return
+		}
+		var b strings.Builder
+		for i, v := range got {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatUint(v, 10))
+		}
+		l.send("adds", b.String())
+		l.expect("lock")
+		if err := atomicSpinLock(n, addrs[0], uint64(rank+1), locks); err != nil {
+			l.send("fail", strings.ReplaceAll(err.Error(), "\n", " "))
+			return
+		}
+		l.send("locked")
+	}
+}
+
+// atomicNext returns the context of the next transmit completion, or its
+// error.
+func atomicNext(n *rmaNode) (any, error) {
+	var e [1]CQEntry
+	deadline := time.Now().Add(60 * time.Second)
+	for i := 0; ; i++ {
+		k, err := n.cq.Read(e[:])
+		if k == 1 {
+			return e[0].Context, nil
+		}
+		if errors.Is(err, ErrAvail) {
+			ee, err := n.cq.ReadErr()
+			if err != nil {
+				return nil, err
+			}
+			return ee.Context, fmt.Errorf("error completion: %w", ee.Err)
+		}
+		if !errors.Is(err, ErrAgain) {
+			return nil, err
+		}
+		if i&1023 == 0 && time.Now().After(deadline) {
+			return nil, errors.New("no completion within 60 s")
+		}
+	}
+}
+
+// atomicFetchAdds does n fetch-adds of 1 on word 0, atomicWindow in
+// flight, and returns the values fetched.
+func atomicFetchAdds(node *rmaNode, dest Addr, n int) ([]uint64, error) {
+	const window = 16
+	one := make([]byte, 8)
+	ne64.PutUint64(one, 1)
+	res := make([][]byte, window)
+	ctxs := make([]*int, window)
+	for i := range res {
+		res[i] = make([]byte, 8)
+		ctxs[i] = new(int)
+		*ctxs[i] = i
+	}
+	out := make([]uint64, 0, n)
+	posted, inflight := 0, 0
+	post := func(slot int) error {
+		for {
+			err := node.ep.FetchAtomic(one, 1, nil, res[slot], nil, dest, atomicWordAdd, 7, Uint64, OpSum, ctxs[slot])
+			if !errors.Is(err, ErrAgain) {
+				return err
+			}
+			node.cq.Read(nil)
+		}
+	}
+	for ; posted < min(window, n); posted++ {
+		if err := post(posted); err != nil {
+			return nil, err
+		}
+		inflight++
+	}
+	for inflight > 0 {
+		ctx, err := atomicNext(node)
+		if err != nil {
+			return nil, err
+		}
+		slot := *ctx.(*int)
+		out = append(out, ne64.Uint64(res[slot]))
+		inflight--
+		if posted < n {
+			if err := post(slot); err != nil {
+				return nil, err
+			}
+			posted++
+			inflight++
+		}
+	}
+	return out, nil
+}
+
+// atomicDo posts one operation and waits for its completion.
+func atomicDo(node *rmaNode, post func(ctx any) error) error {
+	ctx := new(int)
+	if err := post(ctx); err != nil {
+		return err
+	}
+	got, err := atomicNext(node)
+	if err != nil {
+		return err
+	}
+	if got != ctx {
+		return fmt.Errorf("completion for %v", got)
+	}
+	return nil
+}
+
+// atomicSpinLock takes the lock word with CSwap (me: the holder's
+// mark), increments the guarded counter with an RMA read and write, and
+// releases with OpAtomicWrite, locks times.
+func atomicSpinLock(n *rmaNode, dest Addr, me uint64, locks int) error {
+	mine, zero, res, cntr := make([]byte, 8), make([]byte, 8), make([]byte, 8), make([]byte, 8)
+	ne64.PutUint64(mine, me)
+	for i := 0; i < locks; i++ {
+		for spins := 0; ; spins++ {
+			err := atomicDo(n, func(ctx any) error {
+				return n.ep.CompareAtomic(mine, 1, nil, zero, nil, res, nil, dest, atomicWordLock, 7, Uint64, OpCSwap, ctx)
+			})
+			if err != nil {
+				return fmt.Errorf("lock %d: %w", i, err)
+			}
+			if ne64.Uint64(res) == 0 {
+				break
+			}
+			if spins > 1e6 {
+				return fmt.Errorf("lock %d: held by %d for a million tries", i, ne64.Uint64(res))
+			}
+		}
+		if err := atomicDo(n, func(ctx any) error { return n.ep.Read(cntr, nil, dest, atomicWordCntr, 7, ctx) }); err != nil {
+			return err
+		}
+		ne64.PutUint64(cntr, ne64.Uint64(cntr)+1)
+		if err := atomicDo(n, func(ctx any) error { return n.ep.Write(cntr, nil, dest, atomicWordCntr, 7, ctx) }); err != nil {
+			return err
+		}
+		err := atomicDo(n, func(ctx any) error {
+			return n.ep.FetchAtomic(zero, 1, nil, res, nil, dest, atomicWordLock, 7, Uint64, OpAtomicWrite, ctx)
+		})
+		if err != nil {
+			return err
+		}
+		if ne64.Uint64(res) != me {
+			return fmt.Errorf("lock %d: released a lock held by %d", i, ne64.Uint64(res))
+		}
+	}
+	return nil
+}
+
+// atomicTarget is the parent's side: one endpoint per provider its
+// children use, all exposing the same memory under key 7.
+type atomicTarget struct {
+	nodes map[string]*rmaNode
+	mrs   []*MR
+	mem   []byte
+}
+
+func openAtomicTarget(t *testing.T, provs []string) *atomicTarget {
+	x := &atomicTarget{nodes: map[string]*rmaNode{}, mem: alignedBytes(64)}
+	for _, p := range provs {
+		if x.nodes[p] != nil {
+			continue
+		}
+		n := openRMANode(t, p, rmaNodeCfg{caps: Msg | RMA | Atomic})
+		mr, err := n.dom.RegMR(x.mem, RemoteRead|RemoteWrite, 0, 7, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mr.Close() })
+		x.nodes[p] = n
+		x.mrs = append(x.mrs, mr)
+	}
+	return x
+}
+
+// bytes returns the memory, ordered with every domain's executors.
+func (x *atomicTarget) bytes() []byte {
+	for _, mr := range x.mrs {
+		mr.Bytes()
+	}
+	return x.mem
+}
+
+// word is the target's own view of an 8-byte word for sync/atomic.
+func (x *atomicTarget) word(off int) *uint64 {
+	return (*uint64)(unsafe.Pointer(&x.bytes()[off]))
+}
+
+// runAtomicProcs starts one child per entry of provs, runs the fetch-add
+// phase (adds each) and the lock phase (locks each, and locks by the
+// parent itself through sync/atomic), and checks the results.
+func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
+	shmTestDir(t)
+	x := openAtomicTarget(t, provs)
+	kids := make([]*peerProc, len(provs))
+	for i, p := range provs {
+		kids[i] = startPeer(t, "atomic", atomicChildArg(p, i, adds, locks), 4*time.Minute)
+		name, err := x.nodes[p].ep.Name()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kids[i].send("target", hex.EncodeToString(name))
+	}
+	for _, k := range kids {
+		k.expect("ready")
+	}
+	for _, k := range kids {
+		k.send("go")
+	}
+	seen := make(map[uint64]int, adds*len(provs))
+	for i, k := range kids {
+		vals := strings.Split(k.expect("adds")[0], ",")
+		if len(vals) != adds {
+			t.Fatalf("child %d reported %d fetch-adds, want %d", i, len(vals), adds)
+		}
+		for _, s := range vals {
+			v, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j, dup := seen[v]; dup {
+				t.Fatalf("value %d fetched by children %d and %d", v, j, i)
+			}
+			seen[v] = i
+		}
+	}
+	total := uint64(adds * len(provs))
+	for v := range seen {
+		if v >= total {
+			t.Fatalf("fetched %d, beyond %d adds", v, total)
+		}
+	}
+	if got := atomic.LoadUint64(x.word(atomicWordAdd)); got != total {
+		t.Fatalf("counter %d after %d fetch-adds", got, total)
+	}
+	// The lock phase: the children and the parent at once.
+	for _, k := range kids {
+		k.send("lock")
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < locks; i++ {
+			for !atomic.CompareAndSwapUint64(x.word(atomicWordLock), 0, 1000) {
+				runtime.Gosched()
+			}
+			mem := x.bytes()
+			ne64.PutUint64(mem[atomicWordCntr:], ne64.Uint64(mem[atomicWordCntr:])+1)
+			x.bytes()
+			if !atomic.CompareAndSwapUint64(x.word(atomicWordLock), 1000, 0) {
+				t.Error("the parent's lock was taken from it")
+				return
+			}
+		}
+	}()
+	for _, k := range kids {
+		k.expect("locked")
+	}
+	wg.Wait()
+	for _, k := range kids {
+		k.wait(t)
+	}
+	if got, want := ne64.Uint64(x.bytes()[atomicWordCntr:]), uint64(locks*(len(provs)+1)); got != want {
+		t.Fatalf("guarded counter %d, want %d: mutual exclusion failed", got, want)
+	}
+	if got := atomic.LoadUint64(x.word(atomicWordLock)); got != 0 {
+		t.Fatalf("lock word %d at the end", got)
+	}
+}
+
+// TestAtomic_Processes: three processes doing 10 000 fetch-adds each on
+// one word (every value fetched once, the final value exact), then a
+// CSwap spin lock guarding a plain counter, taken by them and by the
+// target itself.
+func TestAtomic_Processes(t *testing.T) {
+	for _, prov := range atomicProviders {
+		t.Run(prov, func(t *testing.T) {
+			runAtomicProcs(t, []string{prov, prov, prov}, 10000, 100)
+		})
+	}
+}
