@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# vs_libfabric.sh: gofi's remote atomics against libfabric 1.17's, same run,
+# alternating: perftest atomic (gofi) and fi_atomic_bench.c (libfabric,
+# built here against libfabric-dev) on one uint64 of a target process:
+# fetch-add and cswap latency (one in flight: median and p99 in µs) and
+# the rate of non-fetching adds (window W in flight).
+#
+#   benchmarks/atomic/vs_libfabric.sh                # shm and tcp, 5 rounds
+#   ROUNDS=9 PROVS=shm N=50000 benchmarks/atomic/vs_libfabric.sh
+#
+# gofi shm targets AllocMR memory (the initiator maps it and uses the
+# processor's atomics; the target runs nothing); libfabric's shm executes
+# atomics in the target's progress, so its target spins on fi_cq_read.
+# gofi tcp is compared with libfabric's tcp;ofi_rxm (its tcp provider has
+# no atomics of its own). Each round prints its placement (perftest place:
+# near/far cache-line round trip) and the load; the summary gives medians
+# over rounds and the ratio gofi/libfabric (< 1: gofi faster). The machine
+# is shared and bimodal: only same-run ratios mean anything.
+set -eu
+ROUNDS=${ROUNDS:-5}
+PROVS=${PROVS:-shm tcp}
+N=${N:-20000}
+W=${W:-64}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ ! -e /usr/include/rdma/fi_atomic.h ]; then
+	apt-get install -y libfabric-dev >/dev/null
+fi
+cc -O2 -o "$tmp/fi_atomic_bench" "$here/fi_atomic_bench.c" -lfabric
+(cd "$root" && go build -o "$tmp/perftest" ./cmd/perftest)
+out=$tmp/results
+: >"$out"
+for r in $(seq 1 "$ROUNDS"); do
+	for p in $PROVS; do
+		lp=$p
+		[ "$p" = tcp ] && lp='tcp;ofi_rxm'
+		place=$("$tmp/perftest" place | sed -n 's/.*(\([a-z]*\);.*/\1/p' | head -1)
+		echo "# round $r $p placement ${place:-?} load $(cut -d' ' -f1-3 /proc/loadavg)"
+		"$tmp/perftest" atomic -p "$p" -n "$N" -w "$W" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
+		timeout 300 "$tmp/fi_atomic_bench" -p "$lp" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
+	done
+done
+echo
+echo "# medians over rounds (latency µs median of medians; rate ops/s), ratio gofi/libfabric"
+printf "%-5s %-6s %-10s %12s %12s %8s\n" prov place op gofi libfabric ratio
+for p in $PROVS; do
+	for place in near far; do
+		for op in fetch-add cswap rate; do
+			g=$(awk -v p="$p" -v pl="$place" -v op="$op" '$1=="gofi" && $2==p && $3==pl && $4==op {print $5}' "$out" | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}')
+			l=$(awk -v p="$p" -v pl="$place" -v op="$op" '$1=="libfabric" && $2==p && $3==pl && $4==op {print $5}' "$out" | sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}')
+			[ -z "$g" ] || [ -z "$l" ] && continue
+			printf "%-5s %-6s %-10s %12s %12s %8.2f\n" "$p" "$place" "$op" "$g" "$l" "$(awk -v g="$g" -v l="$l" 'BEGIN {print g/l}')"
+		done
+	done
+done

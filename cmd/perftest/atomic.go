@@ -1,0 +1,324 @@
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofi-dev/fi"
+)
+
+// "perftest atomic": remote atomic latency and rate against a target
+// process this perftest starts on this host. The target opens an
+// endpoint, registers a 64-byte region (AllocMR with -alloc, so shm peers
+// map it and use the processor's atomics; else RegMR on Go memory),
+// prints its name and key, and then makes no gofi call at all: every
+// atomic is executed without its application (tcp: its event loop; shm:
+// the initiator itself on mapped memory, or the target's executor).
+//
+// The initiator measures on one uint64, one operation in flight, the
+// latency of FetchAtomic(OpSum) ("fetch-add") and CompareAtomic(OpCSwap)
+// ("cswap"), then the rate of Atomic(OpSum) with -w in flight ("rate").
+// Output lines are "op median_us p99_us" and "rate ops_per_s", the format
+// of benchmarks/atomic/fi_atomic_bench.c (libfabric's side), under a
+// "# placement" line.
+
+const atomicTargetArg = "-atomic-target"
+
+func runAtomicBench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("perftest atomic", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	prov := fs.String("p", "shm", "`provider`: shm or tcp")
+	iters := fs.Int("n", 20000, "operations timed per latency test (rate: 5x)")
+	window := fs.Int("w", 64, "operations in flight for the rate test")
+	alloc := fs.Bool("alloc", true, "target region from AllocMR (shm peers map it); false: RegMR on Go memory")
+	target := fs.Bool(atomicTargetArg[1:], false, "internal: be the target process")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *prov != "shm" && *prov != "tcp" {
+		return usageErr(stderr, "atomic", fmt.Errorf("-p %q: want shm or tcp", *prov))
+	}
+	if *target {
+		if err := atomicTarget(*prov, *alloc, stdout); err != nil {
+			fmt.Fprintf(stderr, "perftest atomic target: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if *iters < 10 || *window < 1 {
+		return usageErr(stderr, "atomic", errors.New("-n at least 10, -w at least 1"))
+	}
+	if err := atomicInitiator(*prov, *alloc, *iters, *window, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "perftest atomic: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// atomicEndpoint opens an endpoint with atomics on prov, its CQ bound to
+// both sides.
+func atomicEndpoint(prov string) (*fi.Domain, *fi.Endpoint, *fi.AV, *fi.CQ, func(), error) {
+	hints := fi.AllocInfo()
+	hints.Caps = fi.Msg | fi.RMA | fi.Atomic
+	hints.FabricAttr.ProvName = prov
+	node := ""
+	if prov == "tcp" {
+		node = "127.0.0.1"
+	}
+	infos, err := fi.GetInfo(fi.Version(2, 0), node, "", 0, hints)
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	var closers []func() error
+	done := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			_ = closers[i]()
+		}
+	}
+	fail := func(err error) (*fi.Domain, *fi.Endpoint, *fi.AV, *fi.CQ, func(), error) {
+		done()
+		return nil, nil, nil, nil, nil, err
+	}
+	fab, err := fi.OpenFabric(infos[0].FabricAttr)
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, fab.Close)
+	dom, err := fab.OpenDomain(infos[0])
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, dom.Close)
+	av, err := dom.OpenAV(&fi.AVAttr{Type: fi.AVTable})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, av.Close)
+	cq, err := dom.OpenCQ(&fi.CQAttr{Format: fi.CQFormatContext, Size: 1024})
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, cq.Close)
+	ep, err := dom.OpenEndpoint(infos[0])
+	if err != nil {
+		return fail(err)
+	}
+	closers = append(closers, ep.Close)
+	for _, err := range []error{ep.BindAV(av), ep.BindCQ(cq, fi.Transmit|fi.Recv), ep.Enable()} {
+		if err != nil {
+			return fail(err)
+		}
+	}
+	return dom, ep, av, cq, done, nil
+}
+
+// atomicTarget serves as the target until stdin closes.
+func atomicTarget(prov string, alloc bool, stdout io.Writer) error {
+	dom, ep, _, _, done, err := atomicEndpoint(prov)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var mr *fi.MR
+	if alloc {
+		mr, err = dom.AllocMR(64, fi.RemoteRead|fi.RemoteWrite)
+	} else {
+		mr, err = dom.RegMR(make([]byte, 64), fi.RemoteRead|fi.RemoteWrite, 0, 7, 0)
+	}
+	if err != nil {
+		return err
+	}
+	defer mr.Close()
+	name, err := ep.Name()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "target %s %d\n", hex.EncodeToString(name), mr.Key())
+	_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
+	return nil
+}
+
+func atomicInitiator(prov string, alloc bool, iters, window int, stdout, stderr io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, "atomic", "-p", prov, "-alloc="+strconv.FormatBool(alloc), atomicTargetArg)
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		in.Close()
+		_ = cmd.Wait()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 3 || f[0] != "target" {
+		return fmt.Errorf("target did not start (%q, %v)", line, err)
+	}
+	name, err := hex.DecodeString(f[1])
+	if err != nil {
+		return err
+	}
+	key, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return err
+	}
+	_, ep, av, cq, done, err := atomicEndpoint(prov)
+	if err != nil {
+		return err
+	}
+	defer done()
+	addrs, err := av.Insert([][]byte{name}, 0)
+	if err != nil {
+		return err
+	}
+	b := &atomicBench{ep: ep, cq: cq, dest: addrs[0], key: key}
+	place := probeLocal()
+	printPlacement(stdout, place, nil)
+	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, load %s\n", prov, map[bool]string{true: "AllocMR", false: "RegMR"}[alloc], loadavg())
+	for _, op := range []string{"fetch-add", "cswap"} {
+		t, err := b.latency(op, iters)
+		if err != nil {
+			return err
+		}
+		slices.Sort(t)
+		fmt.Fprintf(stdout, "%s %.3f %.3f\n", op, t[len(t)/2], t[len(t)*99/100])
+	}
+	rate, err := b.rate(5*iters, window)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "rate %.0f\n", rate)
+	printPlacement(stdout, place, probeLocal())
+	return nil
+}
+
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+type atomicBench struct {
+	ep   *fi.Endpoint
+	cq   *fi.CQ
+	dest fi.Addr
+	key  uint64
+	buf  [4][8]byte // operand, compare, result
+	ents [16]fi.CQEntry
+}
+
+// reap reads completions, returning how many, or the first error.
+func (b *atomicBench) reap() (int, error) {
+	n, err := b.cq.Read(b.ents[:])
+	switch {
+	case n > 0:
+		return n, nil
+	case errors.Is(err, fi.ErrAgain):
+		return 0, nil
+	case errors.Is(err, fi.ErrAvail):
+		ee, err := b.cq.ReadErr()
+		if err != nil {
+			return 0, err
+		}
+		return 0, ee.Err
+	}
+	return 0, err
+}
+
+func (b *atomicBench) latency(op string, iters int) ([]float64, error) {
+	ne := binary.NativeEndian
+	t := make([]float64, iters)
+	warm := iters/10 + 1
+	ne.PutUint64(b.buf[0][:], 1)
+	for i := -warm; i < iters; i++ {
+		if op == "cswap" {
+			b.buf[1] = b.buf[2]
+			ne.PutUint64(b.buf[0][:], ne.Uint64(b.buf[2][:])+1)
+		}
+		t0 := time.Now()
+		for {
+			var err error
+			if op == "cswap" {
+				err = b.ep.CompareAtomic(b.buf[0][:], 1, nil, b.buf[1][:], nil, b.buf[2][:], nil, b.dest, 0, b.key, fi.Uint64, fi.OpCSwap, nil)
+			} else {
+				err = b.ep.FetchAtomic(b.buf[0][:], 1, nil, b.buf[2][:], nil, b.dest, 0, b.key, fi.Uint64, fi.OpSum, nil)
+			}
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, fi.ErrAgain) {
+				return nil, err
+			}
+			if _, err := b.reap(); err != nil {
+				return nil, err
+			}
+		}
+		for {
+			n, err := b.reap()
+			if err != nil {
+				return nil, err
+			}
+			if n > 0 {
+				break
+			}
+		}
+		if i >= 0 {
+			t[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+		}
+	}
+	return t, nil
+}
+
+func (b *atomicBench) rate(total, window int) (float64, error) {
+	binary.NativeEndian.PutUint64(b.buf[0][:], 1)
+	var t0 time.Time
+	for phase := 0; phase < 2; phase++ {
+		goal := total / 10
+		if phase == 1 {
+			goal, t0 = total, time.Now()
+		}
+		posted, done := 0, 0
+		for done < goal {
+			for posted < goal && posted-done < window {
+				err := b.ep.Atomic(b.buf[0][:], 1, nil, b.dest, 0, b.key, fi.Uint64, fi.OpSum, nil)
+				if errors.Is(err, fi.ErrAgain) {
+					break
+				}
+				if err != nil {
+					return 0, err
+				}
+				posted++
+			}
+			n, err := b.reap()
+			if err != nil {
+				return 0, err
+			}
+			done += n
+		}
+	}
+	return float64(total) / time.Since(t0).Seconds(), nil
+}
