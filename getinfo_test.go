@@ -21,7 +21,7 @@ func TestMain(m *testing.M) {
 var v117 = Version(1, 17)
 
 // rmaProvs are the providers that carry RMA.
-var rmaProvs = []string{"tcp"}
+var rmaProvs = []string{"shm", "tcp"}
 
 // provs returns the provider names of infos, in order, deduplicated
 // consecutively ("shm", "tcp").
@@ -111,7 +111,7 @@ func TestGetInfo_UnsupportedHintLeavesProviderOut(t *testing.T) {
 		{"ep type RDM", hintsWith(func(h *Info) { h.EpAttr.Type = EpRDM }), []string{"shm", "tcp"}},
 		{"caps RMA", hintsWith(func(h *Info) { h.Caps = Msg | RMA }), rmaProvs},
 		{"caps RMA events and fence", hintsWith(func(h *Info) { h.Caps = RMA | RMAEvent | Fence }), rmaProvs},
-		{"caps atomic", hintsWith(func(h *Info) { h.Caps = Atomic }), rmaProvs},
+		{"caps atomic", hintsWith(func(h *Info) { h.Caps = Atomic }), atomicProviders},
 		{"caps HMEM not provided", hintsWith(func(h *Info) { h.Caps = Msg | HMEM }), nil},
 		{"secondary shared AV not provided", hintsWith(func(h *Info) { h.Caps = Msg | SharedAV }), nil},
 		{"secondary trigger not provided", hintsWith(func(h *Info) { h.Caps = Msg | Trigger }), nil},
@@ -213,8 +213,9 @@ func TestGetInfo_CapsPrimaryAskedModifiersNarrowSecondaryHarmless(t *testing.T) 
 			Msg | Send, Msg | Recv | MultiRecv | AVUserID, ""},
 		{"local comm only reported when chosen", Msg | LocalComm, "tcp", Msg | Send | Recv | MultiRecv | LocalComm,
 			Msg | Send, Msg | Recv | MultiRecv, "tcp must not add RemoteComm"},
-		{"secondary only gets default primaries", LocalComm, "shm", Msg | Tagged | Collective | Send | Recv | MultiRecv | LocalComm,
-			Msg | Tagged | Collective | Send, Msg | Tagged | Collective | Recv | MultiRecv, ""},
+		{"secondary only gets default primaries", LocalComm, "shm",
+			Msg | Tagged | Collective | RMA | Send | Recv | Read | Write | RemoteRead | RemoteWrite | MultiRecv | LocalComm,
+			Msg | Tagged | Collective | RMA | Send | Read | Write, Msg | Tagged | Collective | RMA | Recv | RemoteRead | RemoteWrite | MultiRecv, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -689,7 +690,7 @@ func TestGetInfo_CheckOrder(t *testing.T) {
 		want string
 	}{
 		{"ep type before caps", func(h *Info) { h.EpAttr.Type = EpMsg; h.Caps = RMA }, "endpoint type"},
-		{"caps before mode", func(h *Info) { h.Caps = RMA }, "capabilities"},
+		{"caps before mode", func(h *Info) { h.Caps = Trigger }, "capabilities"},
 		{"mode before address format", func(h *Info) { h.AddrFormat = SockaddrIB }, "needs mode"},
 		{"address format before threading", func(h *Info) {
 			h.Mode = Context

@@ -25,7 +25,7 @@ const (
 
 // shmCaps is everything the shm provider supports.
 const shmCaps = Msg | Tagged | Collective | Send | Recv | DirectedRecv | MultiRecv | Source |
-	RemoteCQData | AVUserID | LocalComm
+	RemoteCQData | AVUserID | LocalComm | shmRMACaps
 
 type shmProv struct{}
 
@@ -43,6 +43,7 @@ func (p shmProv) template() *Info {
 	info.FabricAttr.Name = shmName
 	info.FabricAttr.ProvName = shmName
 	info.FabricAttr.ProvVersion = provVersion
+	shmRMATemplate(info)
 	return info
 }
 

@@ -39,3 +39,32 @@ func (d *shmDomain) allocMem(t *rma.Table, slot int, gen uint32, size int) ([]by
 }
 
 func (d *shmDomain) holderAlive(pid int) bool { return rma.ProcessAlive(pid) }
+
+// shmRMACaps are the shm provider's one-sided capabilities: an initiator
+// copies into or out of the target's registered memory itself (a mapping
+// of AllocMR memory, or process_vm_writev/readv), or the target's executor
+// goroutine does it for requests posted in shared memory (single copy
+// refused, atomics); the target's application takes no part.
+const shmRMACaps = RMA | Read | Write | RemoteRead | RemoteWrite | RMAEvent | Fence
+
+// shmRMAOrder is the ordering shm keeps between one-sided operations to
+// one peer: an operation never passes one still in the peer's channel, and
+// the others complete inside the call. Messages travel in rings and may
+// pass an RMA still in the channel, so no send-after ordering is
+// promised.
+const shmRMAOrder = OrderRAR | OrderRAW | OrderWAR | OrderWAW |
+	OrderRMARAR | OrderRMARAW | OrderRMAWAR | OrderRMAWAW
+
+// shmOrderSize is MaxOrder*Size: ordering holds for any size (the largest
+// region is MaxSegmentSize for AllocMR, and a Go slice has no smaller
+// limit than that here).
+const shmOrderSize = 1 << 30
+
+func shmRMATemplate(info *Info) {
+	info.TxAttr.RMAIOVLimit = rmaIOVLimit
+	info.TxAttr.MsgOrder |= shmRMAOrder
+	info.RxAttr.MsgOrder |= shmRMAOrder
+	info.EpAttr.MaxOrderRAWSize = shmOrderSize
+	info.EpAttr.MaxOrderWARSize = shmOrderSize
+	info.EpAttr.MaxOrderWAWSize = shmOrderSize
+}

@@ -298,9 +298,18 @@ func Counts(k Kind, op uint8) (write, read bool) {
 	return true, true
 }
 
-// Count adds one to counter i of the table, if there is one.
+// Count adds one to counter i of the table, if there is one (i < 0:
+// none). It allocates nothing, in a view too.
 func (t *Table) Count(i int) {
-	if c := t.Counter(i); c != nil {
-		c.Add(1)
+	if i < 0 || i >= t.l.Counters {
+		return
 	}
+	if t.owner {
+		t.cntrs[i].Add(1)
+		return
+	}
+	c := Counter{}
+	off := t.l.CntrOff + i*CounterSize
+	c.val, c.errs, c.seq, c.waiters = word64(t.mem, off), word64(t.mem, off+8), word32(t.mem, off+16), word32(t.mem, off+20)
+	c.Add(1)
 }

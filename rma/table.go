@@ -167,6 +167,7 @@ type Table struct {
 	cntrs    []*Counter
 	stripes  [64]paddedMutex
 	provSalt uint64
+	hb       atomic.Uint64 // race builds only: see raceOn
 
 	// view only
 	cache map[uint64]int32
@@ -370,6 +371,7 @@ func (t *Table) Register(r Region, provKey bool, mem func(slot int, gen uint32) 
 	t.kmu.Lock()
 	t.byKey[key] = int32(slot)
 	t.kmu.Unlock()
+	t.raceSync()
 	t.state(slot).Swap(gen<<2 | stLive)
 	return slot, key, nil
 }
@@ -414,6 +416,7 @@ func (t *Table) Deregister(slot int, alive func(pid int) bool) {
 	}
 	t.kmu.Unlock()
 	t.drainCells(slot, alive)
+	t.raceSync()
 	t.mu.Lock()
 	t.priv[slot] = privSlot{}
 	t.state(slot).Swap((gen+1)<<2 | stFree)
@@ -463,6 +466,7 @@ func backoff(spin int) {
 // race detector) cannot see; this gives them the edges. One
 // compare-and-swap per cell, each leaving the cell as it found it.
 func (t *Table) Sync(slot int) {
+	t.raceSync()
 	for c := 0; c < Cells; c++ {
 		w := t.cell(slot, c)
 		v := w.Load()
@@ -490,13 +494,26 @@ type Slot struct {
 type Hold struct {
 	Slot
 	cell *atomic.Uint64
+	hb   *atomic.Uint64 // the owner's Table.hb in race builds
 }
 
 // Release ends the access.
 func (h *Hold) Release() {
 	if h.cell != nil {
+		if raceOn && h.hb != nil {
+			h.hb.Add(1)
+		}
 		h.cell.Store(0)
 		h.cell = nil
+	}
+}
+
+// raceSync makes an edge the race detector sees between the owner's
+// accesses and those of this process's executors (see raceOn). A no-op
+// in normal builds.
+func (t *Table) raceSync() {
+	if raceOn && t.owner {
+		t.hb.Add(1)
 	}
 }
 
@@ -558,7 +575,12 @@ func (t *Table) Acquire(key uint64) (Hold, Code) {
 			c.Store(0)
 			continue
 		}
+		var hb *atomic.Uint64
 		if t.owner {
+			if raceOn {
+				hb = &t.hb
+				hb.Add(1)
+			}
 			sl.Mem = t.priv[i].mem
 		}
 		if sl.CntrW >= t.l.Counters {
@@ -567,7 +589,7 @@ func (t *Table) Acquire(key uint64) (Hold, Code) {
 		if sl.CntrR >= t.l.Counters {
 			sl.CntrR = -1
 		}
-		return Hold{Slot: sl, cell: c}, OK
+		return Hold{Slot: sl, cell: c, hb: hb}, OK
 	}
 	return Hold{}, EAccess
 }

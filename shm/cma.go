@@ -44,6 +44,29 @@ func ReadPeer(pid int, dst []byte, addr uintptr) (int, error) {
 	return done, nil
 }
 
+// WritePeer copies src to address addr of process pid with
+// process_vm_writev, the mirror of ReadPeer (same errors). The caller must
+// know the destination is memory the peer gave for it (a registered
+// region, checked against its key table).
+func WritePeer(pid int, src []byte, addr uintptr) (int, error) {
+	done := 0
+	for done < len(src) {
+		local := unix.Iovec{Base: &src[done]}
+		local.SetLen(len(src) - done)
+		remote := unix.RemoteIovec{Base: addr + uintptr(done), Len: len(src) - done}
+		n, _, e := unix.Syscall6(unix.SYS_PROCESS_VM_WRITEV, uintptr(pid),
+			uintptr(unsafe.Pointer(&local)), 1, uintptr(unsafe.Pointer(&remote)), 1, 0)
+		if e != 0 {
+			return done, cmaError(pid, e)
+		}
+		if n == 0 {
+			return done, fmt.Errorf("%w: process_vm_writev to pid %d at %#x: short write", ErrFault, pid, addr+uintptr(done))
+		}
+		done += int(n)
+	}
+	return done, nil
+}
+
 func cmaError(pid int, e unix.Errno) error {
 	switch e {
 	case unix.EPERM, unix.EACCES, unix.ENOSYS:

@@ -197,6 +197,7 @@ type Transport struct {
 	woken     atomic.Bool
 	closed    bool
 	lastErr   atomic.Pointer[error] // cause of the last ENoSpc or EIO, for LastError
+	rma       rmaState              // one-sided operations (rma.go)
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -247,6 +248,8 @@ type peer struct {
 	gen    uint32
 	fetch  map[uint64]*fetchSeg // segment-mode fetches in progress
 	rts    map[uint64]*rts      // announced rendezvous messages not yet fetched
+
+	rma *rmaPeer // one-sided operations to the peer (rma.go), once used
 }
 
 // held is a rendezvous send waiting for the receiver.
@@ -1241,6 +1244,9 @@ func (t *Transport) Poll(s transport.Sink) bool {
 	if len(t.busy) > 0 {
 		did = t.progressBusy() || did
 	}
+	if len(t.rma.busy) > 0 {
+		did = t.rmaProgress() || did
+	}
 	if t.polls++; t.polls&255 == 0 {
 		t.tick()
 	}
@@ -1713,6 +1719,7 @@ func (t *Transport) fail(p *peer, c transport.Code) {
 		}
 	}
 	p.ctrl = nil
+	t.rmaFail(p, c)
 	t.closeOut(p)
 	if s != nil {
 		s.PeerDown(p.idx, c)
@@ -1747,6 +1754,9 @@ func (t *Transport) anyWork() bool {
 	if t.busyN.Load() > 0 && t.region.NudgeSeq() != t.nudgeSeen.Load() {
 		return true // a receiver made room for what we wait to write
 	}
+	if t.rmaWork() {
+		return true // a target answered a channel request
+	}
 	for w := 0; w < t.inWords; w++ {
 		if t.bits.Peek(w) != 0 {
 			return true
@@ -1763,7 +1773,7 @@ func (t *Transport) Wait(timeout time.Duration) {
 		time.Sleep(min(timeout, time.Millisecond))
 		return
 	}
-	if t.busyN.Load() > 0 {
+	if t.busyN.Load() > 0 || t.rma.busyN.Load() > 0 {
 		timeout = min(timeout, t.cfg.PeerTimeout)
 	}
 	_, _ = t.bell.Wait(timeout, t.anyWork)
@@ -1921,6 +1931,7 @@ func (t *Transport) Close() error {
 			_ = p.bell.Close()
 		}
 	}
+	t.rmaClose()
 	t.closed = true
 	return t.region.Close()
 }
