@@ -10,7 +10,7 @@
 # one), so Open MPI runs under its own mpirun (/usr/bin/mpiexec
 # --oversubscribe), gofi cannot use that one (PMIx).
 #
-# usage: benchmarks/coll.sh [-n "2 4 8"] [-R rounds] [-c colls] [-S sizes] [-I iters] [-x warmup] [-B bigsize] [-k dir]
+# usage: benchmarks/coll.sh [-n "2 4 8"] [-R rounds] [-c colls] [-S sizes] [-I iters] [-x warmup] [-B bigsize] [-k dir] [-p dir]
 #
 #   -n     rank counts (default "2 4 8")
 #   -R     rounds per rank count (default 3)
@@ -21,6 +21,10 @@
 #   -B     one more allreduce size, run on its own with 20 calls (default
 #          16m; "" for none): its bandwidth is size / latency
 #   -k     keep the raw outputs in dir
+#   -p     write the medians as perftest -json reports (gofi.N.json,
+#          mpich.N.json, openmpi.N.json) and draw them with perftest plot
+#          (coll-N.svg: latency per collective and size; allreduce's
+#          bandwidth, size / latency) into dir
 #
 # It prints the placement (perftest place) and the load before every run,
 # then per rank count a table of medians: for each collective and size the
@@ -37,7 +41,8 @@ iters=200
 warm=20
 big=16m
 keep=
-while getopts "n:R:c:S:I:x:B:k:" o; do
+plots=
+while getopts "n:R:c:S:I:x:B:k:p:" o; do
 	case $o in
 	n) ns=$OPTARG ;;
 	R) rounds=$OPTARG ;;
@@ -47,6 +52,7 @@ while getopts "n:R:c:S:I:x:B:k:" o; do
 	x) warm=$OPTARG ;;
 	B) big=$OPTARG ;;
 	k) keep=$OPTARG ;;
+	p) plots=$OPTARG ;;
 	*) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 	esac
 done
@@ -117,3 +123,20 @@ for n in $ns; do
 done
 echo
 echo "# ratio: gofi / the faster of MPICH and Open MPI (below 1: gofi faster)"
+
+# json TOOL N: the medians of one tool as a perftest report.
+json() {
+	awk -v tool="$1" -v n="$2" 'BEGIN {printf "{\"tool\": \"coll.sh\", \"command\": \"coll\", \"results\": ["}
+		{if (NR > 1) printf ","
+		 bw = ($1 == "allreduce" && $3 > 0) ? $2 / $3 : 0
+		 printf "\n  {\"tool\": \"%s\", \"test\": \"%s\", \"provider\": \"shm\", \"mode\": \"%d ranks\", \"size\": %d, \"iterations\": 0, \"seconds\": 0, \"usec_per_xfer\": %s, \"p50_usec\": %s, \"mb_per_sec\": %s, \"ranks\": %d}",
+			tool, $1, n, $2, $3, $4, bw, n}
+		END {print "\n]}"}' "$tmp/med.$1.$2"
+}
+if [ -n "$plots" ]; then
+	mkdir -p "$plots"
+	for n in $ns; do
+		for t in "${tools[@]}"; do json "$t" "$n" >"$plots/$t.$n.json"; done
+		"$tmp/perftest" plot -o "$plots/coll-$n.svg" "$plots/gofi.$n.json" "$plots/mpich.$n.json" "$plots/openmpi.$n.json"
+	done
+fi

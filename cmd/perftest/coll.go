@@ -128,7 +128,7 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	iters := fs.String("I", "", "timed calls per size (default 1000, 100 above 8 KiB)")
 	warm := fs.String("x", "", "warm-up calls per size (default 200, 10 above 8 KiB)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up on a collective that has not completed after this long")
-	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin, yield or sread (default spin, sread when there are more ranks than CPUs)")
+	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin, yield or sread (default spin, yield when there are more ranks than CPUs)")
 	fs.BoolVar(&o.check, "check", true, "check one result of every collective and size")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
@@ -295,9 +295,14 @@ func collMain(o *collOpts, stdout, stderr io.Writer) int {
 		}
 	}
 	if o.wait == "" {
+		// More ranks than CPUs: a spinning rank holds a CPU another rank
+		// needs to arrive (tens of ms per call at 4 ranks on 2 CPUs), and
+		// CQ.Sread sleeps through shared-memory arrivals, which ring no
+		// doorbell (~10 ms per call); spinning with sched_yield gives
+		// the CPU away and still sees arrivals at once.
 		o.wait = "spin"
 		if job.LocalSize() > runtime.NumCPU() {
-			o.wait = "sread"
+			o.wait = "yield"
 		}
 	}
 	var place *Placement
@@ -400,15 +405,10 @@ func openCollEP(job *launch.Job, o *collOpts) (c *collEP, err error) {
 			c = nil
 		}
 	}()
-	hints := fi.AllocInfo()
-	hints.Caps = fi.Msg | fi.Collective
-	hints.EpAttr.Type = fi.EpRDM
-	hints.FabricAttr.ProvName = o.prov
-	infos, err := fi.GetInfo(fi.Version(fi.MajorVersion, fi.MinorVersion), "", "", 0, hints)
+	info, err := collInfo(o.prov)
 	if err != nil {
-		return c, fmt.Errorf("%w: %s with collectives: %w", errProvider, o.prov, err)
+		return c, err
 	}
-	info := infos[0]
 	wait := fi.WaitNone
 	if o.wait == "sread" {
 		wait = fi.WaitUnspec
@@ -456,6 +456,19 @@ func openCollEP(job *launch.Job, o *collOpts) (c *collEP, err error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// collInfo finds provider prov with collectives.
+func collInfo(prov string) (*fi.Info, error) {
+	hints := fi.AllocInfo()
+	hints.Caps = fi.Msg | fi.Collective
+	hints.EpAttr.Type = fi.EpRDM
+	hints.FabricAttr.ProvName = prov
+	infos, err := fi.GetInfo(fi.Version(fi.MajorVersion, fi.MinorVersion), "", "", 0, hints)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s with collectives: %w", errProvider, prov, err)
+	}
+	return infos[0], nil
 }
 
 func (c *collEP) close() {
@@ -686,8 +699,13 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 		mine.Allocs = append(mine.Allocs, allocs)
 		mine.Iters = append(mine.Iters, its)
 	}
-	// Nobody closes while another still waits for its last barrier.
+	// Nobody closes while another still waits for its last barrier: a
+	// barrier completes on a rank once it has heard from the others, not
+	// once they have heard from it, so the job's own barrier follows.
 	if err := c.call("barrier", 0, b); err != nil {
+		return nil, err
+	}
+	if err := job.Barrier(); err != nil {
 		return nil, err
 	}
 	return mine, nil

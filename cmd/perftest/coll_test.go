@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofi-dev/fi/internal/hosts"
 	"github.com/gofi-dev/fi/internal/jobtest"
 )
 
@@ -73,6 +74,27 @@ func TestColl_Hydra(t *testing.T) {
 	}
 	if n := len(collRowRe.FindAllString(r.Stdout, -1)); n != 2 {
 		t.Errorf("%d rows for 1024 B of 10 calls, want 2:\n%s", n, r.Report())
+	}
+}
+
+// TestColl_HydraTwoHosts: four ranks, two on each of two hosts
+// (internal/hosts: own network namespace and /dev/shm each): the default
+// provider is tcp, every result checked; and shm+tcp when the build's
+// linked endpoint offers collectives.
+func TestColl_HydraTwoHosts(t *testing.T) {
+	bin := buildPerftest(t)
+	jobtest.Hydra(t)
+	nt := hosts.New(t, 2, nil)
+	provs := []string{"tcp"}
+	if _, err := collInfo("shm+tcp"); err == nil {
+		provs = append(provs, "shm+tcp")
+	}
+	for _, p := range provs {
+		r := jobtest.RunHydraHosts(t, nt, 90*time.Second, launchEnv(), 4, 2, bin, "coll", "-p", p, "-c", "barrier,allreduce,alltoall", "-S", "8,64k", "-I", "10", "-x", "1")
+		if r.Err != nil || !strings.Contains(r.Stdout, "# perftest coll: 4 ranks (2 on this host) on "+p+",") ||
+			!regexp.MustCompile(`(?m)^65536\s+[0-9.]+\s+[0-9.]+\s+[0-9.]+\s+10\s`).MatchString(r.Stdout) {
+			t.Errorf("%s across hosts:\n%s", p, r.Report())
+		}
 	}
 }
 

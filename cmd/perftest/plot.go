@@ -140,7 +140,11 @@ func plotReports(file string, reps []*Report, labels []string) error {
 			title = " (" + p.Class + ")"
 		}
 	}
-	lat := newLogPlot("Latency"+title, "message size (bytes)", "usec (half round trip, median)")
+	ylab := "usec (half round trip, median)"
+	if allCollective(reps) {
+		ylab = "usec per call (median)"
+	}
+	lat := newLogPlot("Latency"+title, "message size (bytes)", ylab)
 	bw := newLogPlot("Bandwidth"+title, "message size (bytes)", "MB/s")
 	bw.Legend.Top, bw.Legend.Left = false, false // curves rise to the upper right
 	var nLat, nBW int
@@ -205,6 +209,19 @@ func plotReports(file string, reps []*Report, labels []string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// allCollective reports whether every result is a collective's (perftest
+// coll, benchmarks/coll.sh), whose latency is per call.
+func allCollective(reps []*Report) bool {
+	for _, rep := range reps {
+		for _, r := range rep.Results {
+			if r.Ranks == 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 func newLogPlot(title, x, y string) *plot.Plot {

@@ -21,6 +21,9 @@
 // offset). The purego build tag, or a CPU without AVX2, selects the Go
 // loops. Measured (BenchmarkReducer, in place, float32 SUM): 13x the Go
 // loop at 4 KiB, 6.7x at 256 KiB, 4.3x at 16 MiB.
+// ReduceN folds many sources block by block (8 KiB), so the partial
+// result stays in L1: eight 1 MiB float32 sources 3-4x faster than
+// whole-buffer pairwise calls (BenchmarkReduceN).
 //
 // Widen16 and Narrow16 convert FLOAT16 and BFLOAT16 to and from float32
 // for the collectives that reduce them in float32: F16C (VCVTPH2PS,

@@ -289,3 +289,31 @@ func BenchmarkReducer(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReduceN: eight 1 MiB float32 sources folded into one, in
+// ReduceBlock blocks (ReduceN) against whole-buffer pairwise calls, whose
+// partial result leaves the L1 and L2 between passes.
+func BenchmarkReduceN(b *testing.B) {
+	const size, k = 1 << 20, 8
+	fn := Reducer(dtype.Float, dtype.Sum)
+	srcs := make([][]byte, k)
+	for i := range srcs {
+		srcs[i] = make([]byte, size)
+	}
+	dst := make([]byte, size)
+	b.Run("blocked", func(b *testing.B) {
+		b.SetBytes(size * k)
+		for b.Loop() {
+			ReduceN(fn, dst, srcs)
+		}
+	})
+	b.Run("pairwise", func(b *testing.B) {
+		b.SetBytes(size * k)
+		for b.Loop() {
+			fn(dst, srcs[0], srcs[1])
+			for _, s := range srcs[2:] {
+				fn(dst, dst, s)
+			}
+		}
+	})
+}
