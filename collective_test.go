@@ -1,6 +1,7 @@
 package fi
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -471,5 +472,43 @@ func TestCollective_ArgumentErrors(t *testing.T) {
 	}
 	if err := rs[1].ep.Barrier(rs[1].mc.Addr(), nil); !errors.Is(err, ErrInval) {
 		t.Errorf("barrier after close: %v, want ErrInval", err)
+	}
+}
+
+// TestCollectives_Sread: ranks that wait for their collectives in Sread
+// (asleep on the transport between progress passes) are woken by the
+// others' arrival at shared-memory phases: many small collectives in a
+// row complete, each rank checking its allreduce results.
+func TestCollectives_Sread(t *testing.T) {
+	shmTestDir(t)
+	const n, rounds = 3, 200
+	rs := openCollRanks(t, "shm", n)
+	joinAll(t, rs)
+	err := parallel(rs, func(r *collRank) error {
+		buf, res := make([]byte, 8), make([]byte, 8)
+		var es [1]CQEntry
+		for i := 0; i < rounds; i++ {
+			binary.LittleEndian.PutUint64(buf, uint64(r.rank+i))
+			if err := r.ep.Allreduce(buf, 1, nil, res, nil, r.mc.Addr(), Uint64, OpSum, 0, nil); err != nil {
+				return err
+			}
+			if err := r.ep.Barrier(r.mc.Addr(), nil); err != nil {
+				return err
+			}
+			for got := 0; got < 2; {
+				k, err := r.txcq.Sread(es[:], 20*time.Second)
+				if err != nil {
+					return fmt.Errorf("rank %d round %d: %w", r.rank, i, err)
+				}
+				got += k
+			}
+			if v, want := binary.LittleEndian.Uint64(res), uint64(n*i+n*(n-1)/2); v != want {
+				return fmt.Errorf("rank %d round %d: sum %d, want %d", r.rank, i, v, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

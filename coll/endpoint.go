@@ -43,9 +43,10 @@ type Endpoint struct {
 	toks    []tokEntry
 	tokFree []uint32
 
-	ready     []*Group // transfers of the running round all done
-	shmActive []*Group // waiting in a shared-memory step
-	blocked   []*Group // sends to retry, aborts to send
+	poker     transport.Poker // wakes local ranks asleep in Sread (nil: none)
+	ready     []*Group        // transfers of the running round all done
+	shmActive []*Group        // waiting in a shared-memory step
+	blocked   []*Group        // sends to retry, aborts to send
 	spare     []*Group
 	polls     uint32
 
@@ -72,6 +73,7 @@ func Attach(eng *engine.Endpoint, cfg Config) *Endpoint {
 		cfg.MaxEarlyBytes = 8 << 20
 	}
 	e := &Endpoint{eng: eng, cfg: cfg, groups: map[uint32]*Group{}, joins: map[uint64]uint32{}}
+	e.poker, _ = eng.Transport().(transport.Poker)
 	eng.SetColl(e)
 	return e
 }
@@ -397,6 +399,14 @@ func (e *Endpoint) CollClose() {
 		g.close()
 	}
 	clear(e.groups)
+	for _, g := range e.shmActive {
+		g.sh.listed = false
+		if e.poker != nil {
+			e.poker.WaitPokes(-1)
+		}
+	}
+	clear(e.shmActive)
+	e.shmActive = e.shmActive[:0]
 	for _, m := range e.pending {
 		e.release(m.buf)
 	}

@@ -345,11 +345,16 @@ func (g *Group) attachOpen() bool {
 // attachArrive enters phase 1 (mapped) and waits for every local rank.
 func (g *Group) attachArrive() bool {
 	r := g.region
+	fresh := false
 	if r.ph == 0 {
 		r.arrive()
+		fresh = true
 	}
 	if !r.arrived() {
 		return false
+	}
+	if fresh {
+		g.pokeLocal()
 	}
 	if r.leader {
 		// Everyone has it mapped: the name is no longer needed, and a

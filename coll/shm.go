@@ -2,6 +2,7 @@ package coll
 
 import (
 	"github.com/gofi-dev/fi/dtype"
+	"github.com/gofi-dev/fi/dtype/kernel"
 	"github.com/gofi-dev/fi/engine"
 )
 
@@ -205,6 +206,9 @@ func (g *Group) shmList() {
 	if !g.sh.listed {
 		g.sh.listed = true
 		g.e.shmActive = append(g.e.shmActive, g)
+		if g.e.poker != nil {
+			g.e.poker.WaitPokes(1)
+		}
 	}
 }
 
@@ -237,10 +241,11 @@ func (g *Group) shmAdvance() bool {
 	}
 	did := false
 	for {
+		fresh := false
 		if !s.waiting {
 			g.shmPre()
 			r.arrive()
-			s.waiting = true
+			s.waiting, fresh = true, true
 		}
 		if !r.arrived() {
 			if c := r.aborted(); c != 0 {
@@ -249,6 +254,9 @@ func (g *Group) shmAdvance() bool {
 			}
 			g.shmList()
 			return did
+		}
+		if fresh {
+			g.pokeLocal() // the last to arrive: the others may be asleep
 		}
 		did = true
 		s.waiting = false
@@ -260,6 +268,20 @@ func (g *Group) shmAdvance() bool {
 		if s.k == s.K {
 			g.shmDone()
 			return true
+		}
+	}
+}
+
+// pokeLocal wakes the other local ranks, which wait for this rank's
+// arrival and may sleep in Sread on their transport.
+func (g *Group) pokeLocal() {
+	if g.e.poker == nil {
+		return
+	}
+	r := g.region
+	for j, gr := range r.local {
+		if j != r.me {
+			g.e.poker.Poke(g.peers[gr])
 		}
 	}
 }
@@ -283,6 +305,9 @@ func (e *Endpoint) shmPoll() bool {
 			k++
 		} else {
 			g.sh.listed = false
+			if e.poker != nil {
+				e.poker.WaitPokes(-1)
+			}
 		}
 	}
 	clear(e.shmActive[k:])
@@ -456,28 +481,6 @@ func (g *Group) foldSlots(dst []byte, set, lo, hi int) {
 	for j := 0; j < r.n; j++ {
 		r.srcs[j] = r.slotBuf(set, j)[lo:hi]
 	}
-	reduceN(g.fn, dst, r.srcs)
+	kernel.ReduceN(g.fn, dst, r.srcs)
 	clear(r.srcs)
-}
-
-// foldBlock is how many bytes reduceN folds through all sources before
-// moving on, so the partial result stays in the L1 cache.
-const foldBlock = 8 << 10
-
-// reduceN sets dst = ((srcs[0] op srcs[1]) op srcs[2]) ... op srcs[n-1]
-// element by element (a left fold, lower sources first), with fn; dst may
-// be none of srcs. Every source holds len(dst) bytes.
-func reduceN(fn Func, dst []byte, srcs [][]byte) {
-	if len(srcs) == 1 {
-		copy(dst, srcs[0])
-		return
-	}
-	for lo := 0; lo < len(dst); lo += foldBlock {
-		hi := min(lo+foldBlock, len(dst))
-		d := dst[lo:hi]
-		fn(d, srcs[0][lo:hi], srcs[1][lo:hi])
-		for _, s := range srcs[2:] {
-			fn(d, d, s[lo:hi])
-		}
-	}
 }

@@ -177,6 +177,7 @@ type Transport struct {
 	polls       uint32    // Poll calls, for the housekeeping tick
 	lastTick    time.Time // last housekeeping
 	nudgeSeen   atomic.Uint32
+	pokeWait    atomic.Int32 // WaitPokes: Wait also returns when nudged
 	busyN       atomic.Int32 // len(busy), for Wait (which may run concurrently)
 	bounces     int          // bounce buffers handed out
 	switches    int          // rings replaced (grown or shrunk), for tests
@@ -1221,6 +1222,10 @@ func (t *Transport) Poll(s transport.Sink) bool {
 	}
 	t.sink = s
 	did := false
+	if t.pokeWait.Load() > 0 {
+		// Before anything is checked: a Poke after this wakes Wait.
+		t.nudgeSeen.Store(t.region.NudgeSeq())
+	}
 	if q := t.region.ConnQueue(); q.Seq() != t.seen.Load() {
 		t.seen.Store(q.Seq())
 		t.accept()
@@ -1393,6 +1398,35 @@ func (t *Transport) ringFault(p *peer, err error) {
 	}
 	t.fail(p, transport.EIO)
 }
+
+// Poke wakes peer p's progress without a message (transport.Poker): it
+// bumps the nudge word of p's region and rings its doorbell.
+func (t *Transport) Poke(tp transport.Peer) bool {
+	if int(tp) >= len(t.peers) {
+		return false
+	}
+	p := t.peers[tp]
+	if p == nil || p.dead {
+		return false
+	}
+	r := p.region
+	if r == nil {
+		if p.bell == nil {
+			b, err := OpenRegion(p.name)
+			if err != nil {
+				return false // gone
+			}
+			p.bell = b
+		}
+		r = p.bell
+	}
+	_ = Guard(func() { _ = r.Nudge() })
+	return true
+}
+
+// WaitPokes counts waiters for pokes (transport.Poker): while there are
+// any, Wait returns when this endpoint's region is nudged.
+func (t *Transport) WaitPokes(delta int) { t.pokeWait.Add(int32(delta)) }
 
 // nudge wakes the sender of p's inbound ring, which said in the ring's
 // trailer that it waits for room, now that we made some.
@@ -1751,8 +1785,8 @@ func (t *Transport) anyWork() bool {
 	if t.woken.Load() || t.region.ConnQueue().Seq() != t.seen.Load() {
 		return true
 	}
-	if t.busyN.Load() > 0 && t.region.NudgeSeq() != t.nudgeSeen.Load() {
-		return true // a receiver made room for what we wait to write
+	if (t.busyN.Load() > 0 || t.pokeWait.Load() > 0) && t.region.NudgeSeq() != t.nudgeSeen.Load() {
+		return true // a receiver made room for what we wait to write, or a Poke
 	}
 	if t.rmaWork() {
 		return true // a target answered a channel request

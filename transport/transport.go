@@ -157,3 +157,18 @@ type Transport interface {
 	// if Close is called after the engine stopped polling.
 	Close() error
 }
+
+// Poker is an optional interface of a transport whose peers on this host
+// can be woken without a message (shm): collectives that synchronise
+// through shared memory use it so that a rank asleep in Sread (on the
+// transport's Wait) learns that the others arrived. Calls are serialised
+// by the engine like the other methods.
+type Poker interface {
+	// Poke makes peer p's progress run soon: a Wait it sleeps in returns,
+	// if it counts pokes (WaitPokes). Nothing is sent. False when p cannot
+	// be poked (unknown, gone, or not on this host).
+	Poke(p Peer) bool
+	// WaitPokes adds delta to the number of waiters for pokes: while it is
+	// above 0, Wait returns when this endpoint is poked.
+	WaitPokes(delta int)
+}
