@@ -433,10 +433,11 @@ func (ep *Endpoint) Gather(buf []byte, count int, desc MRDesc, result []byte, re
 }
 
 // nodeKey is the shared-memory domain collectives of this endpoint may use
-// (0: none, every collective runs over point-to-point messages): on shm,
-// the node's (members of a group on one node share a region).
+// (0: none, every collective runs over point-to-point messages): on shm
+// and on the linked shm+tcp, the node's (members of a group on one node
+// share a region; on shm+tcp the nodes' representatives talk over tcp).
 func (ep *Endpoint) nodeKey() uint64 {
-	if ep.info.FabricAttr != nil && ep.info.FabricAttr.ProvName == shmName {
+	if fa := ep.info.FabricAttr; fa != nil && (fa.ProvName == shmName || fa.ProvName == "shm+tcp") {
 		return coll.NodeKey()
 	}
 	return 0

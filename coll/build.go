@@ -21,17 +21,18 @@ func (g *Group) build(o *opState) {
 	v := ranks{me: g.rank, n: g.size}
 	p := &g.pl
 	g.fn = nil
-	if o.Coll != collJoin && g.region != nil && g.buildShm(o) {
+	if o.Coll != collJoin && (g.buildShm(o) || g.buildHier(o)) {
 		return
 	}
 	es := o.Type.Size()
 	switch o.Coll {
 	case collJoin:
 		p.allgatherRing(v, g.join, recSize)
-		if g.e.cfg.NodeKey != 0 {
-			p.shmStep(shmStep{kind: shmAttach})
-			p.endRound()
-		}
+		// Every member learns the nodes (even one alone on its node: the
+		// others' plans depend on them); members sharing one map its
+		// region.
+		p.shmStep(shmStep{kind: shmAttach})
+		p.endRound()
 
 	case dtype.Barrier:
 		p.barrierDissemination(v)

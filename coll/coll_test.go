@@ -96,13 +96,35 @@ func forceLarge(t *testing.T) {
 	t.Cleanup(func() { coll.ShmFoldMax = f })
 }
 
-func differential(t *testing.T, n int, shm, large bool, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 2))
-	counts := []int{0, 1, 2, 3, 7, 64, 1001}
-	if large && shm {
-		counts = append(counts, 3000, 9001) // several 4 KiB chunks
+// hierLayouts are node keys of groups spread over nodes: contiguous,
+// interleaved, with a rank alone on its node (key 0, or a key of its own).
+var hierLayouts = [][]uint64{
+	{1, 1, 2},
+	{1, 1, 2, 2, 2},
+	{1, 2, 1, 2, 1, 2},
+	{1, 1, 1, 0},
+	{3, 3, 3, 3, 5, 5, 7},
+	{1, 2, 2, 1, 3, 3, 3, 4},
+}
+
+// TestHierarchical runs every collective on groups spread over nodes
+// (each node's ranks sharing a region, the nodes talking point to point)
+// and compares with the serial reference.
+func TestHierarchical(t *testing.T) {
+	for li, keys := range hierLayouts {
+		for _, large := range []bool{false, true} {
+			t.Run(fmt.Sprintf("layout%d/large%v", li, large), func(t *testing.T) {
+				w := newWorldKeys(256, keys)
+				if large {
+					forceLarge(t)
+				}
+				differentialOn(t, w, large, true, uint64(li))
+			})
+		}
 	}
-	moves := []dtype.CollOp{dtype.Broadcast, dtype.Allgather, dtype.Alltoall, dtype.Scatter, dtype.Gather, dtype.Barrier}
+}
+
+func differential(t *testing.T, n int, shm, large bool, seed uint64) {
 	if large {
 		forceLarge(t)
 	}
@@ -110,7 +132,17 @@ func differential(t *testing.T, n int, shm, large bool, seed uint64) {
 	if shm {
 		key = 42
 	}
-	w := newWorldKey(n, 256, key)
+	differentialOn(t, newWorldKey(n, 256, key), large, shm, seed)
+}
+
+func differentialOn(t *testing.T, w *world, large, shm bool, seed uint64) {
+	n := len(w.names)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	counts := []int{0, 1, 2, 3, 7, 64, 1001}
+	if large && shm {
+		counts = append(counts, 3000, 9001) // several 4 KiB chunks
+	}
+	moves := []dtype.CollOp{dtype.Broadcast, dtype.Allgather, dtype.Alltoall, dtype.Scatter, dtype.Gather, dtype.Barrier}
 	if err := w.join(); err != nil {
 		t.Fatal(err)
 	}
@@ -133,6 +165,16 @@ func differential(t *testing.T, n int, shm, large bool, seed uint64) {
 // different orders, every rank still gets the same bits; over shared
 // memory they are the documented left fold in rank order.
 func TestSameBitsEverywhere(t *testing.T) {
+	for li, keys := range hierLayouts {
+		for _, large := range []bool{false, true} {
+			t.Run(fmt.Sprintf("layout%d/large%v", li, large), func(t *testing.T) {
+				if large {
+					forceLarge(t)
+				}
+				sameBitsOn(t, newWorldKeys(256, keys), false)
+			})
+		}
+	}
 	for _, shm := range []bool{false, true} {
 		for _, large := range []bool{false, true} {
 			for _, n := range []int{3, 5, 8} {
@@ -152,7 +194,12 @@ func sameBits(t *testing.T, n int, shm, large bool) {
 	if shm {
 		key = 7
 	}
-	w := newWorldKey(n, 256, key)
+	sameBitsOn(t, newWorldKey(n, 256, key), shm)
+}
+
+func sameBitsOn(t *testing.T, w *world, fold bool) {
+	n := len(w.names)
+	shm := fold
 	if err := w.join(); err != nil {
 		t.Fatal(err)
 	}
@@ -196,9 +243,10 @@ func sameBits(t *testing.T, n int, shm, large bool) {
 // TestMismatchDetected: ranks calling different collectives fail with an
 // error completion on every rank rather than hang or mix data.
 func TestMismatchDetected(t *testing.T) {
-	for _, key := range []uint64{0, 9} {
+	for _, keys := range [][]uint64{{0, 0, 0, 0}, {9, 9, 9, 9}, {1, 1, 2, 2}} {
 		for _, mis := range []string{"type", "count", "coll"} {
-			w := newWorldKey(4, 256, key)
+			key := keys
+			w := newWorldKeys(256, keys)
 			if err := w.join(); err != nil {
 				t.Fatal(err)
 			}
@@ -219,7 +267,7 @@ func TestMismatchDetected(t *testing.T) {
 			}
 			for i, c := range w.waitAll(nil) {
 				if c == 0 {
-					t.Errorf("key %d, %s: rank %d: mismatched allreduce completed without error", key, mis, i)
+					t.Errorf("keys %v, %s: rank %d: mismatched allreduce completed without error", key, mis, i)
 				}
 			}
 			w.leave()
@@ -230,13 +278,13 @@ func TestMismatchDetected(t *testing.T) {
 // TestPeerDeath: a rank that dies mid-collective gives the others error
 // completions, never a hang; later collectives fail at once.
 func TestPeerDeath(t *testing.T) {
-	for _, key := range []uint64{0, 11} {
-		peerDeath(t, key)
+	for _, keys := range [][]uint64{{0, 0, 0, 0, 0}, {11, 11, 11, 11, 11}, {1, 1, 2, 2, 2}} {
+		peerDeath(t, keys)
 	}
 }
 
-func peerDeath(t *testing.T, key uint64) {
-	w := newWorldKey(5, 64, key)
+func peerDeath(t *testing.T, keys []uint64) {
+	w := newWorldKeys(64, keys)
 	if err := w.join(); err != nil {
 		t.Fatal(err)
 	}

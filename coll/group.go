@@ -140,6 +140,13 @@ type Group struct {
 	lastMove time.Time // when the watch last saw the operation move
 	region   *region   // node-local shared memory (nil: none)
 	sh       shmRun    // the running shared-memory step
+
+	// Nodes (set by the join's attach step): ranks sharing a node key
+	// form a node (key 0, or a key only one rank has: a node of its own);
+	// nodes are numbered in the order of their lowest rank.
+	nodeOf   []int32 // rank -> node
+	nodeLead []int   // node -> lowest rank
+	reps     []int   // node -> its representative in the running plan
 }
 
 // Rank returns this endpoint's rank in the group.

@@ -218,6 +218,17 @@ func newWorld(n, maxEager int) *world { return newWorldKey(n, maxEager, 0) }
 // newWorldKey is newWorld with the ranks' node key: not 0, they share a
 // node-local shared-memory region once joined.
 func newWorldKey(n, maxEager int, nodeKey uint64) *world {
+	keys := make([]uint64, n)
+	for i := range keys {
+		keys[i] = nodeKey
+	}
+	return newWorldKeys(maxEager, keys)
+}
+
+// newWorldKeys is a world of len(keys) ranks, rank i with node key
+// keys[i]: ranks with equal non-zero keys form a node.
+func newWorldKeys(maxEager int, keys []uint64) *world {
+	n := len(keys)
 	w := &world{h: &hub{eps: map[string]*pipe{}, maxEager: maxEager}}
 	for i := 0; i < n; i++ {
 		w.names = append(w.names, fmt.Sprintf("rank%d", i))
@@ -232,7 +243,7 @@ func newWorldKey(n, maxEager int, nodeKey uint64) *world {
 		cq.Bind(ep, nil)
 		w.eng = append(w.eng, ep)
 		w.cq = append(w.cq, cq)
-		w.ce = append(w.ce, coll.Attach(ep, coll.Config{NodeKey: nodeKey}))
+		w.ce = append(w.ce, coll.Attach(ep, coll.Config{NodeKey: keys[i]}))
 	}
 	return w
 }

@@ -222,20 +222,54 @@ func (g *Group) setupRegion() engine.Code { return 0 }
 // ---------------------------------------------------------------------------
 // attach: the last step of a join whose members share a node.
 
-// localMembers returns the group ranks whose join records carry this
-// endpoint's node key, in rank order (nil when the key is 0).
-func (g *Group) localMembers() []int {
-	key := g.e.cfg.NodeKey
-	if key == 0 {
-		return nil
+// setNodes partitions the members into nodes from their join records:
+// the ranks of one non-zero node key form a node, unless the key is
+// alone or has more than maxLocal ranks (each of those ranks is then a
+// node of its own). Every member computes the same partition.
+func (g *Group) setNodes() {
+	key := func(r int) uint64 { return binary.LittleEndian.Uint64(g.join[r*recSize+8:]) }
+	count := map[uint64]int{}
+	for r := 0; r < g.size; r++ {
+		count[key(r)]++
 	}
+	idx := map[uint64]int{}
+	g.nodeOf = make([]int32, g.size)
+	g.nodeLead = g.nodeLead[:0]
+	for r := 0; r < g.size; r++ {
+		k := key(r)
+		shared := k != 0 && count[k] > 1 && count[k] <= maxLocal
+		if i, ok := idx[k]; ok && shared {
+			g.nodeOf[r] = int32(i)
+			continue
+		}
+		if shared {
+			idx[k] = len(g.nodeLead)
+		}
+		g.nodeOf[r] = int32(len(g.nodeLead))
+		g.nodeLead = append(g.nodeLead, r)
+	}
+	g.reps = make([]int, len(g.nodeLead))
+}
+
+// localMembers returns the ranks of this rank's node, in rank order.
+func (g *Group) localMembers() []int {
 	var l []int
 	for r := 0; r < g.size; r++ {
-		if binary.LittleEndian.Uint64(g.join[r*recSize+8:]) == key {
+		if g.nodeOf[r] == g.nodeOf[g.rank] {
 			l = append(l, r)
 		}
 	}
 	return l
+}
+
+// localIndex returns group rank r's index in the region (-1: not local).
+func (r *region) localIndex(rank int) int {
+	for i, x := range r.local {
+		if x == rank {
+			return i
+		}
+	}
+	return -1
 }
 
 // attachStart starts the attach step: the leader creates the region, the
@@ -248,9 +282,10 @@ func (g *Group) attachStart() bool {
 			return false
 		}
 	}
+	g.setNodes()
 	local := g.localMembers()
-	if len(local) < 2 || len(local) != g.size || len(local) > maxLocal {
-		return true // point to point only (a hierarchical join maps none yet)
+	if len(local) < 2 || g.e.cfg.NodeKey == 0 {
+		return true // alone on its node: point to point only
 	}
 	me := -1
 	for i, r := range local {

@@ -76,6 +76,8 @@ const (
 // shmStep is one shared-memory step of a plan.
 type shmStep struct {
 	kind  shmKind
+	t     dtype.Type // datatype of in and out (FLOAT16 / BFLOAT16 reduced in float32)
+	op    dtype.Op
 	root  int    // local index of the root
 	in    []byte // this rank's input (broadcast: the buffer)
 	out   []byte // this rank's output
@@ -106,7 +108,7 @@ func (g *Group) buildShm(o *opState) bool {
 	if r == nil || r.n != g.size {
 		return false
 	}
-	st := shmStep{root: o.Root, in: o.Buf, out: o.Result, count: o.Count, check: o.check}
+	st := shmStep{t: o.Type, op: o.Op, root: o.Root, in: o.Buf, out: o.Result, count: o.Count, check: o.check}
 	switch o.Coll {
 	case dtype.Barrier:
 		st.kind = shmBarrier
@@ -157,12 +159,11 @@ func (g *Group) startShm(i int) {
 func (g *Group) shmPlan() {
 	s, r := &g.sh, g.region
 	st := s.st
-	o := g.head()
-	s.t = o.Type
-	s.es = o.Type.Size()
-	wt := Widen(o.Type)
+	s.t = st.t
+	s.es = st.t.Size()
+	wt := Widen(st.t)
 	s.wes = wt.Size()
-	s.wide = wt != o.Type
+	s.wide = wt != st.t
 	n, S := r.n, r.slot
 	switch st.kind {
 	case shmBarrier:
@@ -180,7 +181,7 @@ func (g *Group) shmPlan() {
 		s.chunk = S / n
 		s.K = max(1, ceilDiv(st.count*s.es, s.chunk))
 	case shmAllreduce, shmReduce:
-		g.fn = Kernel(wt, o.Op)
+		g.fn = Kernel(wt, st.op)
 		s.chunk = S / s.wes
 		if st.count*s.wes <= min(ShmFoldMax, S) {
 			s.fold, s.K = true, 1
@@ -191,7 +192,7 @@ func (g *Group) shmPlan() {
 			s.acc = g.scratchBuf(0, min(st.count, s.chunk)*s.wes)
 		}
 	case shmReduceScatter:
-		g.fn = Kernel(wt, o.Op)
+		g.fn = Kernel(wt, st.op)
 		s.chunk = max(1, S/s.wes/n)
 		s.K = max(1, ceilDiv(st.count, s.chunk))
 		if s.wide {
