@@ -42,7 +42,14 @@ func openTestEP(t testing.TB, prov string) *testEP {
 	if err != nil {
 		t.Fatalf("GetInfo(%s): %v", prov, err)
 	}
-	info := infos[0]
+	return openInfoEP(t, infos[0])
+}
+
+// openInfoEP opens an endpoint of info with an AV and one CQ for both
+// directions.
+func openInfoEP(t testing.TB, info *fi.Info) *testEP {
+	t.Helper()
+	var err error
 	e := &testEP{}
 	must := func(err error) {
 		t.Helper()
