@@ -8,7 +8,9 @@ package fi
 // (as Docker's default profile does: the start-up probe sees it).
 
 import (
+	"bytes"
 	"context"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,6 +31,7 @@ func init() {
 		shmTestDir(t)
 	}, peerWrap: usernsWrap}
 	provCases["shm_seccomp"] = provCase{prov: "shm", eager: shm.DefaultMaxEager, setup: shmTestDir}
+	peerRoles["rma-userns"] = rmaUsernsPeer
 }
 
 // usernsWrap runs a command in a new user namespace whose root is us: the
@@ -74,20 +77,160 @@ func TestConformance_shm_seccomp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("re-executes the conformance table")
 	}
+	if out := runUnderSeccomp(t, "^TestConformance_shm_seccomp$"); !strings.Contains(out, "--- PASS: TestConformance_shm_seccomp") {
+		t.Fatalf("under seccomp: the table did not pass\n%s", out)
+	}
+}
+
+// TestRMA_shm_seccomp: the shm rows of the RMA, memory-region and counter
+// tables with this process under the seccomp filter refusing
+// process_vm_readv/writev (Docker's default profile): one-sided writes
+// and reads into registered Go memory go through the target's executor
+// channel instead of single copy. The test re-executes itself under the
+// filter, running only those rows.
+func TestRMA_shm_seccomp(t *testing.T) {
+	if nocma.Active() {
+		if info := shm.ProbeCMA(); info.Available {
+			t.Fatal("process_vm_readv works under the seccomp filter")
+		}
+		return // the rows run as their own tests in this process
+	}
+	if testing.Short() {
+		t.Skip("re-executes the RMA tables")
+	}
+	const rows = "^(TestRMA_shm_seccomp|TestRMA_[A-Z].*|TestRegMR_Keys|TestAllocMR|TestEndpointCntr_SendRecv)$/^shm"
+	out := runUnderSeccomp(t, rows)
+	for _, want := range []string{"--- PASS: TestRMA_shm_seccomp", "--- PASS: TestRMA_WriteReadRoundTrip/shm ",
+		"--- PASS: TestRMA_Counters/shm ", "--- PASS: TestRMA_AllocMR/shm "} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("under seccomp: no %q in\n%s", want, out)
+		}
+	}
+}
+
+// runUnderSeccomp runs this test binary's tests matching pattern under
+// the filter and returns the verbose output; it fails unless all passed.
+func runUnderSeccomp(t *testing.T, pattern string) string {
+	t.Helper()
 	deadline := time.Now().Add(4 * time.Minute)
 	if d, ok := t.Deadline(); ok && d.Add(-10*time.Second).Before(deadline) {
 		deadline = d.Add(-10 * time.Second)
 	}
 	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestConformance_shm_seccomp$", "-test.count=1", "-test.v",
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run="+pattern, "-test.count=1", "-test.v",
 		"-test.timeout="+time.Until(deadline).Round(time.Second).String())
 	cmd.Env = nocma.Environ()
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "--- PASS: TestConformance_shm_seccomp") {
+	if err != nil || strings.Contains(string(out), "--- FAIL") {
 		t.Fatalf("under seccomp: %v\n%s", err, out)
 	}
 	if n := strings.Count(string(out), "--- SKIP"); n > 0 {
 		t.Logf("%d rows skipped under seccomp", n)
 	}
+	return string(out)
+}
+
+// rmaUserns* are the sizes and keys of TestRMA_shm_PeerInAnotherUserNamespace.
+const (
+	rmaUsernsSize = 1 << 20
+	rmaUsernsKey  = 9
+)
+
+// rmaTransfer writes src to dest's region at off and reads it back,
+// waiting for each completion.
+func rmaTransfer(t *testing.T, n *rmaNode, dest Addr, src []byte, off uint64) []byte {
+	t.Helper()
+	if err := n.ep.Write(src, nil, dest, off, rmaUsernsKey, "w"); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	if _, err := waitTx(t, n, nil, "w"); err != nil {
+		t.Fatalf("write completion: %v", err)
+	}
+	back := make([]byte, len(src))
+	if err := n.ep.Read(back, nil, dest, off, rmaUsernsKey, "r"); err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if _, err := waitTx(t, n, nil, "r"); err != nil {
+		t.Fatalf("read completion: %v", err)
+	}
+	return back
+}
+
+// rmaUsernsPeer runs in another user namespace: it writes and reads the
+// parent's region (the kernel refuses it single copy into the parent),
+// then lets the parent do the same to its own region.
+func rmaUsernsPeer(t *testing.T, l *link, _ string) {
+	n := openRMANode(t, "shm", rmaNodeCfg{})
+	region := make([]byte, rmaUsernsSize)
+	mr, err := n.dom.RegMR(region, RemoteRead|RemoteWrite, 0, rmaUsernsKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	name, err := hex.DecodeString(l.expect("target")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := n.av.Insert([][]byte{name}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := pattern(rmaUsernsSize, 1)
+	if back := rmaTransfer(t, n, addrs[0], src, 0); !bytes.Equal(back, src) {
+		l.send("fail", "read back from the parent differs")
+		return
+	}
+	own, _ := n.ep.Name()
+	l.send("wrote", hex.EncodeToString(own))
+	l.expect("check")
+	if !bytes.Equal(snapshot(mr), pattern(rmaUsernsSize, 2)) {
+		l.send("fail", "the parent's write did not land in our region")
+		return
+	}
+	l.send("ok")
+}
+
+// TestRMA_shm_PeerInAnotherUserNamespace: one-sided writes and reads of
+// 1 MiB between this process and a peer in another user namespace
+// (unshare --user --map-root-user), both ways. The kernel refuses the
+// peer process_vm_writev/readv into our memory, so its operations take
+// the target's executor channel; ours into its memory may use single
+// copy. Either way the bytes land and read back intact.
+func TestRMA_shm_PeerInAnotherUserNamespace(t *testing.T) {
+	needUserns(t)
+	if !shm.ProbeCMA().Available {
+		t.Skip("no process_vm_readv here at all")
+	}
+	shmTestDir(t)
+	n := openRMANode(t, "shm", rmaNodeCfg{})
+	region := make([]byte, rmaUsernsSize)
+	mr, err := n.dom.RegMR(region, RemoteRead|RemoteWrite, 0, rmaUsernsKey, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mr.Close()
+	peerWrap = usernsWrap
+	p := startPeer(t, "rma-userns", "", 2*time.Minute)
+	peerWrap = nil
+	name, _ := n.ep.Name()
+	p.send("target", hex.EncodeToString(name))
+	peerName, err := hex.DecodeString(p.expect("wrote")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snapshot(mr), pattern(rmaUsernsSize, 1)) {
+		t.Fatal("the peer's write did not land in our region")
+	}
+	addrs, err := n.av.Insert([][]byte{peerName}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := pattern(rmaUsernsSize, 2)
+	if back := rmaTransfer(t, n, addrs[0], src, 0); !bytes.Equal(back, src) {
+		t.Fatal("read back from the peer differs")
+	}
+	p.send("check")
+	p.expect("ok")
+	p.wait(t)
 }

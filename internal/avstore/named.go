@@ -134,7 +134,8 @@ type Named struct {
 	m      mmap.MMap
 	ro     bool
 	format Format
-	slot   uint64 // slot size
+	key    func([]byte) []byte // the reverse map's view of an address (Table.SetKey)
+	slot   uint64              // slot size
 	cap    uint64
 	pid    int // pid slot registered, -1 if none
 
@@ -612,6 +613,14 @@ func (n *Named) Remove(i uint64) {
 // Count returns the number of entries in use.
 func (n *Named) Count() int { return int(min(uint64(n.u32(OffLive).Load()), n.cap)) }
 
+// SetKey makes Find compare key(address) instead of the address bytes
+// (see Table.SetKey). Call it right after OpenNamed.
+func (n *Named) SetKey(key func([]byte) []byte) {
+	n.revMu.Lock()
+	n.key, n.revOK = key, false
+	n.revMu.Unlock()
+}
+
 // Find looks addr up: stored entries in a per-process map rebuilt
 // whenever the shared generation changed, range entries by arithmetic.
 func (n *Named) Find(addr []byte) (uint64, bool) {
@@ -626,6 +635,9 @@ func (n *Named) Find(addr []byte) (uint64, bool) {
 				continue
 			}
 			if b, ok := n.Get(i, nil); ok {
+				if n.key != nil {
+					b = n.key(b)
+				}
 				if _, dup := n.rev[string(b)]; !dup {
 					n.rev[string(b)] = i
 				}
@@ -633,7 +645,11 @@ func (n *Named) Find(addr []byte) (uint64, bool) {
 		}
 		n.revGen, n.revOK = g, true
 	}
-	if i, ok := n.rev[string(addr)]; ok {
+	k := addr
+	if n.key != nil {
+		k = n.key(addr)
+	}
+	if i, ok := n.rev[string(k)]; ok {
 		return i, true
 	}
 	for _, r := range n.ranges() {

@@ -90,6 +90,21 @@ type Table struct {
 	slots []uint32 // reverse index, power-of-two length
 	used  int      // live slots
 	tombs int
+	// key, when set, maps addresses to what the reverse index compares
+	// (shm+tcp: the part naming the peer on its route).
+	key func([]byte) []byte
+}
+
+// SetKey makes Find compare key(address) instead of the address bytes.
+// Call it before the first Insert.
+func (t *Table) SetKey(key func([]byte) []byte) { t.key = key }
+
+// k is the reverse index's view of address b.
+func (t *Table) k(b []byte) []byte {
+	if t.key != nil {
+		return t.key(b)
+	}
+	return b
 }
 
 // NewTable returns an empty table for addresses of format, sized for
@@ -271,7 +286,7 @@ func (t *Table) stored(i uint64) []byte {
 	return b
 }
 
-func (t *Table) hash(b []byte) uint64 { return maphash.Bytes(t.seed, b) }
+func (t *Table) hash(b []byte) uint64 { return maphash.Bytes(t.seed, t.k(b)) }
 
 func (t *Table) revAdd(i uint64) {
 	if (t.used+t.tombs+1)*4 > len(t.slots)*3 {
@@ -333,7 +348,7 @@ func (t *Table) Find(addr []byte) (uint64, bool) {
 		mask := uint64(len(t.slots) - 1)
 		for h := t.hash(addr) & mask; t.slots[h] != 0; h = (h + 1) & mask {
 			s := t.slots[h]
-			if s != avTomb && bytes.Equal(t.stored(uint64(s-1)), addr) {
+			if s != avTomb && bytes.Equal(t.k(t.stored(uint64(s-1))), t.k(addr)) {
 				return uint64(s - 1), true
 			}
 		}
