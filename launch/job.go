@@ -445,9 +445,10 @@ func (j *Job) Abort(code int, msg string) {
 		fmt.Fprintf(j.stderr, "launch: rank %d of %d aborting the job (code %d): %s\n",
 			j.sh.rank, j.sh.size, code, strings.TrimSpace(msg))
 		if !j.done.Load() && !j.singleton {
-			// Give the launcher's output forwarding a moment to carry the
-			// message before the launcher tears the job down.
-			time.Sleep(100 * time.Millisecond)
+			// The launcher tears the job down when it reads the abort,
+			// and output still in the pipe to its proxy is lost then:
+			// wait until the proxy has read the message.
+			waitDrained(j.stderr, 2*time.Second)
 			if err := j.kv.abort(code, msg); err != nil {
 				fmt.Fprintf(j.stderr, "launch: rank %d: telling the launcher: %v\n", j.sh.rank, err)
 			}
