@@ -636,3 +636,64 @@ func TestRMA_AllocMR(t *testing.T) {
 		})
 	}
 }
+
+// TestRMA_CloseRacesAccess: MR.Close while writes stream into the region:
+// each write completes or fails with ErrAccess, and once Close has
+// returned no byte of the region changes.
+func TestRMA_CloseRacesAccess(t *testing.T) {
+	for _, prov := range rmaProviders {
+		t.Run(prov, func(t *testing.T) {
+			shmTestDir(t)
+			a := openRMANode(t, prov, rmaNodeCfg{})
+			b := openRMANode(t, prov, rmaNodeCfg{})
+			dest := a.connect(t, b)
+			region := make([]byte, 1<<20)
+			mr, err := b.dom.RegMR(region, RemoteWrite, 0, 5, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := pattern(1<<20, 1)
+			closed := make(chan struct{})
+			var after []byte
+			for i := 0; ; i++ {
+				if i == 8 {
+					go func() {
+						if err := mr.Close(); err != nil {
+							t.Error(err)
+						}
+						close(closed)
+					}()
+				}
+				src[0] = byte(i)
+				if err := a.ep.Write(src, nil, dest, 0, 5, i); err != nil {
+					t.Fatal(err)
+				}
+				_, err := waitTx(t, a, nil, i)
+				if err != nil && !errors.Is(err, ErrAccess) {
+					t.Fatalf("write %d: %v", i, err)
+				}
+				select {
+				case <-closed:
+				default:
+					if i > 10000 {
+						t.Fatal("MR.Close did not return")
+					}
+					continue
+				}
+				if after == nil {
+					after = append([]byte(nil), region...)
+					continue
+				}
+				if err == nil {
+					t.Fatalf("write %d after Close returned succeeded", i)
+				}
+				if !bytes.Equal(region, after) {
+					t.Fatal("the region changed after Close returned")
+				}
+				if i > 20 && len(after) > 0 {
+					break
+				}
+			}
+		})
+	}
+}

@@ -68,6 +68,10 @@ type rmaPeer struct {
 	tbl    *rmaTable
 	sameNS bool
 	self   bool // the target is this process: its executor needs our CPU
+	// aliveAt is when the target was last seen alive: copies into its
+	// AllocMR memory would succeed after its death, so the direct path
+	// checks its service segment's lock every PeerTimeout.
+	aliveAt time.Time
 	// channel
 	ch       *Segment
 	chMem    []byte
@@ -264,6 +268,9 @@ func (t *Transport) rmaDirect(p *peer, rp *rmaPeer, req *transport.RMAReq, n int
 		h := &st.holds[i]
 		v := req.Remote[i]
 		if h.Allocated {
+			if c := t.rmaAlive(rp); c != transport.OK {
+				return c, false
+			}
 			mem, c := rp.tbl.mapAlloc(h)
 			if c != transport.OK {
 				return c, false
@@ -299,6 +306,20 @@ func (t *Transport) rmaDirect(p *peer, rp *rmaPeer, req *transport.RMAReq, n int
 		tb.Count(rp.svc.cntrR)
 	}
 	return transport.OK, false
+}
+
+// rmaAlive checks, at most every PeerTimeout, that the target still
+// lives: ECONNRESET once it died.
+func (t *Transport) rmaAlive(rp *rmaPeer) transport.Code {
+	now := time.Now()
+	if now.Sub(rp.aliveAt) < t.cfg.PeerTimeout {
+		return transport.OK
+	}
+	if alive, err := rp.svc.seg.Alive(); err == nil && !alive {
+		return transport.EConnReset
+	}
+	rp.aliveAt = now
+	return transport.OK
 }
 
 // copyLocal copies between mem and the window [pos, pos+len(mem)) of the

@@ -95,17 +95,7 @@ func createSvc(region, table string, cntrW, cntrR int) (*svc, error) {
 		return nil, fmt.Errorf("%w: table name %q", ErrName, table)
 	}
 	pid := os.Getpid()
-	seg, err := createSegment(SvcName(region), svcSize(), func(b []byte) {
-		ne.PutUint32(b[sVersion:], svcVersion)
-		ne.PutUint32(b[sPID:], uint32(pid))
-		ne.PutUint32(b[sEntries:], SvcEntries)
-		ne.PutUint32(b[sCntrW:], uint32(cntrW+1))
-		ne.PutUint32(b[sCntrR:], uint32(cntrR+1))
-		ne.PutUint32(b[sTblLen:], uint32(len(table)))
-		copy(b[sTblName:sTblName+MaxNameLen], table)
-		ne.PutUint64(b[sPidNS:], PidNS())
-		word32(b, sMagic).Store(svcMagic)
-	})
+	seg, err := createSegment(SvcName(region), svcSize(), func(b []byte) { putSvcHeader(b, pid, table, cntrW, cntrR) })
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +105,18 @@ func createSvc(region, table string, cntrW, cntrR int) (*svc, error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+func putSvcHeader(b []byte, pid int, table string, cntrW, cntrR int) {
+	ne.PutUint32(b[sVersion:], svcVersion)
+	ne.PutUint32(b[sPID:], uint32(pid))
+	ne.PutUint32(b[sEntries:], SvcEntries)
+	ne.PutUint32(b[sCntrW:], uint32(cntrW+1))
+	ne.PutUint32(b[sCntrR:], uint32(cntrR+1))
+	ne.PutUint32(b[sTblLen:], uint32(len(table)))
+	copy(b[sTblName:sTblName+MaxNameLen], table)
+	ne.PutUint64(b[sPidNS:], PidNS())
+	word32(b, sMagic).Store(svcMagic)
 }
 
 // openSvc maps the service segment of the endpoint whose region is named
