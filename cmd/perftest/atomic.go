@@ -69,8 +69,14 @@ func runAtomicBench(args []string, stdout, stderr io.Writer) int {
 // atomicEndpoint opens an endpoint with atomics on prov, its CQ bound to
 // both sides.
 func atomicEndpoint(prov string) (*fi.Domain, *fi.Endpoint, *fi.AV, *fi.CQ, func(), error) {
+	return benchEndpoint(prov, fi.Msg|fi.RMA|fi.Atomic)
+}
+
+// benchEndpoint opens an endpoint with caps on prov, its CQ bound to both
+// sides.
+func benchEndpoint(prov string, caps fi.Flags) (*fi.Domain, *fi.Endpoint, *fi.AV, *fi.CQ, func(), error) {
 	hints := fi.AllocInfo()
-	hints.Caps = fi.Msg | fi.RMA | fi.Atomic
+	hints.Caps = caps
 	hints.FabricAttr.ProvName = prov
 	node := ""
 	if prov == "tcp" {

@@ -38,6 +38,7 @@ var commands = []command{
 	{"serve", "the server side of latency, bw and msgrate for runs between hosts", runServe},
 	{"coll", "collective latency per size (barrier, bcast, allreduce, allgather, alltoall), as the OSU micro-benchmarks measure MPI's", runColl},
 	{"atomic", "remote atomic latency (fetch-add, cswap) and rate against a target process that makes no gofi call", runAtomicBench},
+	{"rma", "RMA write and read latency and bandwidth against a target process that makes no gofi call", runRMABench},
 	{"place", "the placement: cache-line round trip between two CPUs (and, with -tail, a bare flag ping-pong's tail)", runPlace},
 	{"plot", "draw -json result files over each other (latency and bandwidth against size)", runPlot},
 	{"info", "list fabric providers and their attributes, like libfabric's fi_info", runInfo},

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# vs_libfabric.sh: gofi's RMA against libfabric 1.17's, same run,
+# alternating: perftest rma (gofi) and fi_rma_bench.c (libfabric, built
+# here against libfabric-dev) writing and reading a target process's
+# registered memory: latency (one in flight: median and p99 in µs) and
+# bandwidth (window W in flight, MB/s) per size.
+#
+#   benchmarks/rma/vs_libfabric.sh                      # shm and tcp, 5 rounds
+#   ROUNDS=9 PROVS=shm SIZES=8,1048576 benchmarks/rma/vs_libfabric.sh
+#   MEM=alloc benchmarks/rma/vs_libfabric.sh            # gofi target memory from AllocMR
+#
+# gofi's target makes no gofi call (shm: the initiator copies with
+# process_vm_writev/readv, or into AllocMR memory it maps; tcp: the
+# target's event loop); libfabric's shm and tcp;ofi_rxm move RMA data in
+# the target's progress, so its target spins on fi_cq_read. Each round
+# prints its placement (perftest place: near/far cache-line round trip)
+# and the load; the summary gives medians over rounds and the ratio
+# gofi/libfabric (latency: < 1 gofi faster; bandwidth: > 1 gofi faster).
+# The machine is shared: only same-run ratios mean anything.
+set -eu
+ROUNDS=${ROUNDS:-5}
+PROVS=${PROVS:-shm tcp}
+SIZES=${SIZES:-8,4096,65536,1048576}
+N=${N:-2000}
+W=${W:-16}
+MEM=${MEM:-go}
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ ! -e /usr/include/rdma/fi_rma.h ]; then
+	apt-get install -y libfabric-dev >/dev/null
+fi
+cc -O2 -o "$tmp/fi_rma_bench" "$here/fi_rma_bench.c" -lfabric
+(cd "$root" && go build -o "$tmp/perftest" ./cmd/perftest)
+alloc=false
+[ "$MEM" = alloc ] && alloc=true
+out=$tmp/results
+: >"$out"
+for r in $(seq 1 "$ROUNDS"); do
+	for p in $PROVS; do
+		lp=$p
+		[ "$p" = tcp ] && lp='tcp;ofi_rxm'
+		place=$("$tmp/perftest" place | sed -n 's/.*(\([a-z]*\);.*/\1/p' | head -1)
+		echo "# round $r $p placement ${place:-?} load $(cut -d' ' -f1-3 /proc/loadavg)"
+		"$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
+		timeout 600 "$tmp/fi_rma_bench" -p "$lp" -s "$SIZES" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
+	done
+done
+echo
+echo "# medians over rounds (latency: median µs; bandwidth: MB/s), ratio gofi/libfabric"
+printf "%-5s %-6s %-10s %9s %12s %12s %8s\n" prov place test size gofi libfabric ratio
+med() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
+for p in $PROVS; do
+	for place in near far; do
+		for test in write-lat read-lat write-bw read-bw; do
+			for s in $(echo "$SIZES" | tr , ' '); do
+				g=$(awk -v p="$p" -v pl="$place" -v t="$test" -v s="$s" '$1=="gofi" && $2==p && $3==pl && $4==t && $5==s {print $6}' "$out" | med)
+				l=$(awk -v p="$p" -v pl="$place" -v t="$test" -v s="$s" '$1=="libfabric" && $2==p && $3==pl && $4==t && $5==s {print $6}' "$out" | med)
+				[ -z "$g" ] || [ -z "$l" ] && continue
+				printf "%-5s %-6s %-10s %9s %12s %12s %8.2f\n" "$p" "$place" "$test" "$s" "$g" "$l" "$(awk -v g="$g" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')"
+			done
+		done
+	done
+done

@@ -1,0 +1,289 @@
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofi-dev/fi"
+)
+
+// "perftest rma": RMA write and read latency and bandwidth against a
+// target process this perftest starts on this host, as fabtests' fi_rma_bw
+// and ucx_perftest's put_lat/put_bw/get_bw measure them. The target opens
+// an endpoint, registers a region as large as the largest size (AllocMR
+// with -alloc, so shm peers map it; else RegMR on Go memory), prints its
+// name and key and then makes no gofi call: every write and read is done
+// without its application (tcp: its event loop; shm: the initiator itself,
+// or the target's executor when single copy is refused).
+//
+// Per size: "write-lat" and "read-lat" (one operation in flight: median
+// and p99 in µs), "write-bw" and "read-bw" (-w in flight: MB/s, 10^6
+// bytes). Lines "test size value [p99]", the format of
+// benchmarks/rma/fi_rma_bench.c (libfabric's side), under "# placement"
+// lines; -json writes the same as a JSON report.
+
+const rmaTargetArg = "-rma-target"
+
+func runRMABench(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("perftest rma", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	prov := fs.String("p", "shm", "`provider`: shm or tcp")
+	sizesArg := fs.String("s", "8,4k,64k,1m", "message `sizes`")
+	iters := fs.Int("n", 2000, "operations timed per latency test (bandwidth: scaled by size)")
+	window := fs.Int("w", 16, "operations in flight for the bandwidth tests")
+	alloc := fs.Bool("alloc", false, "target region from AllocMR (shm peers map it); false: RegMR on Go memory")
+	jsonOut := fs.String("json", "", "also write the results as JSON to `file`")
+	target := fs.Bool(rmaTargetArg[1:], false, "internal: be the target process")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *prov != "shm" && *prov != "tcp" {
+		return usageErr(stderr, "rma", fmt.Errorf("-p %q: want shm or tcp", *prov))
+	}
+	sizes, err := parseSizes(*sizesArg)
+	if err != nil || len(sizes) == 0 {
+		return usageErr(stderr, "rma", fmt.Errorf("-s %q: %v", *sizesArg, err))
+	}
+	maxSize := slices.Max(sizes)
+	if *target {
+		if err := rmaTarget(*prov, *alloc, maxSize, stdout); err != nil {
+			fmt.Fprintf(stderr, "perftest rma target: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	if *iters < 10 || *window < 1 || maxSize < 1 {
+		return usageErr(stderr, "rma", errors.New("-n at least 10, -w at least 1, sizes at least 1"))
+	}
+	if err := rmaInitiator(*prov, *sizesArg, sizes, *alloc, *iters, *window, *jsonOut, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "perftest rma: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// rmaTarget serves as the target until stdin closes.
+func rmaTarget(prov string, alloc bool, size int, stdout io.Writer) error {
+	dom, ep, _, _, done, err := benchEndpoint(prov, fi.Msg|fi.RMA)
+	if err != nil {
+		return err
+	}
+	defer done()
+	var mr *fi.MR
+	if alloc {
+		mr, err = dom.AllocMR(size, fi.RemoteRead|fi.RemoteWrite)
+	} else {
+		mr, err = dom.RegMR(make([]byte, size), fi.RemoteRead|fi.RemoteWrite, 0, 7, 0)
+	}
+	if err != nil {
+		return err
+	}
+	defer mr.Close()
+	name, err := ep.Name()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "target %s %d\n", hex.EncodeToString(name), mr.Key())
+	_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
+	return nil
+}
+
+// rmaRecord is one JSON result.
+type rmaRecord struct {
+	Test  string  `json:"test"`
+	Size  int     `json:"size"`
+	Value float64 `json:"value"` // µs (median) or MB/s
+	P99   float64 `json:"p99_us,omitempty"`
+}
+
+type rmaReport struct {
+	Cmd       string      `json:"cmd"`
+	Provider  string      `json:"provider"`
+	Memory    string      `json:"memory"`
+	Load      string      `json:"load"`
+	Placement []string    `json:"placement"`
+	Results   []rmaRecord `json:"results"`
+}
+
+func rmaInitiator(prov, sizesArg string, sizes []int, alloc bool, iters, window int, jsonOut string, stdout, stderr io.Writer) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(exe, "rma", "-p", prov, "-s", sizesArg, "-alloc="+strconv.FormatBool(alloc), rmaTargetArg)
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		in.Close()
+		_ = cmd.Wait()
+	}()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	f := strings.Fields(line)
+	if err != nil || len(f) != 3 || f[0] != "target" {
+		return fmt.Errorf("target did not start (%q, %v)", line, err)
+	}
+	name, err := hex.DecodeString(f[1])
+	if err != nil {
+		return err
+	}
+	key, err := strconv.ParseUint(f[2], 10, 64)
+	if err != nil {
+		return err
+	}
+	_, ep, av, cq, done, err := benchEndpoint(prov, fi.Msg|fi.RMA)
+	if err != nil {
+		return err
+	}
+	defer done()
+	addrs, err := av.Insert([][]byte{name}, 0)
+	if err != nil {
+		return err
+	}
+	mem := map[bool]string{true: "AllocMR", false: "RegMR"}[alloc]
+	rep := &rmaReport{Cmd: "rma", Provider: prov, Memory: mem, Load: loadavg()}
+	place := probeLocal()
+	printPlacement(stdout, place, nil)
+	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, load %s\n", prov, mem, rep.Load)
+	b := &rmaBench{ab: atomicBench{ep: ep, cq: cq, dest: addrs[0], key: key}, buf: make([]byte, slices.Max(sizes))}
+	for _, size := range sizes {
+		n := max(10, min(iters, iters*4096/max(size, 1)))
+		for _, test := range []string{"write-lat", "read-lat"} {
+			t, err := b.latency(test == "read-lat", size, n)
+			if err != nil {
+				return fmt.Errorf("%s %d: %w", test, size, err)
+			}
+			slices.Sort(t)
+			r := rmaRecord{Test: test, Size: size, Value: t[len(t)/2], P99: t[len(t)*99/100]}
+			rep.Results = append(rep.Results, r)
+			fmt.Fprintf(stdout, "%s %d %.3f %.3f\n", test, size, r.Value, r.P99)
+		}
+		for _, test := range []string{"write-bw", "read-bw"} {
+			total := max(4*window, min(20*iters, (256<<20)/max(size, 1)))
+			v, err := b.bandwidth(test == "read-bw", size, total, window)
+			if err != nil {
+				return fmt.Errorf("%s %d: %w", test, size, err)
+			}
+			rep.Results = append(rep.Results, rmaRecord{Test: test, Size: size, Value: v})
+			fmt.Fprintf(stdout, "%s %d %.1f\n", test, size, v)
+		}
+	}
+	end := probeLocal()
+	printPlacement(stdout, place, end)
+	for _, p := range []*Placement{place, end} {
+		if p != nil {
+			rep.Placement = append(rep.Placement, fmt.Sprint(*p))
+		}
+	}
+	if jsonOut != "" {
+		j, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(jsonOut, append(j, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type rmaBench struct {
+	ab  atomicBench // endpoint, CQ, target and reaping
+	buf []byte
+}
+
+// post starts one operation, returning the completions it reaped while
+// the queue was full.
+func (b *rmaBench) post(read bool, size int) (int, error) {
+	e := &b.ab
+	got := 0
+	for {
+		var err error
+		if read {
+			err = e.ep.Read(b.buf[:size], nil, e.dest, 0, e.key, nil)
+		} else {
+			err = e.ep.Write(b.buf[:size], nil, e.dest, 0, e.key, nil)
+		}
+		if !errors.Is(err, fi.ErrAgain) {
+			return got, err
+		}
+		n, err := e.reap()
+		if err != nil {
+			return got, err
+		}
+		got += n
+	}
+}
+
+func (b *rmaBench) latency(read bool, size, iters int) ([]float64, error) {
+	t := make([]float64, iters)
+	warm := iters/10 + 1
+	for i := -warm; i < iters; i++ {
+		t0 := time.Now()
+		if _, err := b.post(read, size); err != nil {
+			return nil, err
+		}
+		for {
+			n, err := b.ab.reap()
+			if err != nil {
+				return nil, err
+			}
+			if n > 0 {
+				break
+			}
+		}
+		if i >= 0 {
+			t[i] = float64(time.Since(t0).Nanoseconds()) / 1e3
+		}
+	}
+	return t, nil
+}
+
+// bandwidth returns MB/s (10^6 bytes) of total operations of size with
+// window in flight, after a warm-up of a tenth as many.
+func (b *rmaBench) bandwidth(read bool, size, total, window int) (float64, error) {
+	var t0 time.Time
+	for phase := 0; phase < 2; phase++ {
+		goal := max(total/10, 1)
+		if phase == 1 {
+			goal, t0 = total, time.Now()
+		}
+		posted, done := 0, 0
+		for done < goal {
+			for posted < goal && posted-done < window {
+				n, err := b.post(read, size)
+				if err != nil {
+					return 0, err
+				}
+				done += n
+				posted++
+			}
+			n, err := b.ab.reap()
+			if err != nil {
+				return 0, err
+			}
+			done += n
+		}
+	}
+	return float64(total) * float64(size) / time.Since(t0).Seconds() / 1e6, nil
+}
