@@ -346,22 +346,7 @@ func (e *Endpoint) CollPeerDown(p transport.Peer, c engine.Code) {
 // CollProgress sends what waited for room, runs the locals and next rounds
 // of groups whose transfers completed, and polls shared-memory steps.
 func (e *Endpoint) CollProgress() bool {
-	did := false
-	if len(e.blocked) > 0 {
-		bl := e.blocked
-		e.blocked = e.spare[:0] // sendAborts may queue its group again
-		for _, g := range bl {
-			if g.abortTo {
-				g.sendAborts()
-			}
-			if g.blocked {
-				g.retrySends()
-			}
-		}
-		clear(bl)
-		e.spare = bl[:0]
-		did = true
-	}
+	did := e.unblock()
 	if e.shmPoll() {
 		did = true
 	}
@@ -371,6 +356,11 @@ func (e *Endpoint) CollProgress() bool {
 		g.advance()
 		did = true
 	}
+	// What the rounds run just now failed or blocked goes out before the
+	// caller sees the completions (and perhaps stops progressing).
+	if e.unblock() {
+		did = true
+	}
 	if e.polls++; e.polls&4095 == 0 && len(e.groups) > 0 {
 		now := time.Now()
 		for _, g := range e.groups {
@@ -378,6 +368,26 @@ func (e *Endpoint) CollProgress() bool {
 		}
 	}
 	return did
+}
+
+// unblock sends the aborts and retries the sends that waited for room.
+func (e *Endpoint) unblock() bool {
+	if len(e.blocked) == 0 {
+		return false
+	}
+	bl := e.blocked
+	e.blocked = e.spare[:0] // sendAborts may queue its group again
+	for _, g := range bl {
+		if g.abortTo {
+			g.sendAborts()
+		}
+		if g.blocked {
+			g.retrySends()
+		}
+	}
+	clear(bl)
+	e.spare = bl[:0]
+	return true
 }
 
 // CollClose fails every group: the endpoint is closing.

@@ -91,8 +91,9 @@ func slotMin(n int) int {
 	return s
 }
 
-// maxLocal bounds the local ranks of a region (more run point to point).
-const maxLocal = maxSlot / 64
+// maxLocal bounds the local ranks of a region (more run point to point):
+// slots of at least 64n bytes make 256 ranks' region 8 MiB at least.
+const maxLocal = 256
 
 func ctrlBytes(n int) int { return (n*ctrlLine + regionHdr - 1) &^ (regionHdr - 1) }
 
@@ -358,23 +359,38 @@ func (g *Group) attachOpen() bool {
 	if len(r.mem) < regionHdr || r.u64(hMagic).Load() != regionMagic {
 		return false // header not written yet
 	}
-	m := r.mem
 	lead := g.join[r.local[0]*recSize:]
-	slot := int(binary.LittleEndian.Uint64(m[hSlot:]))
-	switch {
-	case binary.LittleEndian.Uint32(m[hVersion:]) != regionVersion,
-		binary.LittleEndian.Uint32(m[hLocal:]) != uint32(r.n),
-		binary.LittleEndian.Uint32(m[hGroup:]) != g.id,
-		binary.LittleEndian.Uint64(m[hHash:]) != g.hash,
-		binary.LittleEndian.Uint64(m[hNonce:]) != binary.LittleEndian.Uint64(lead[24:]),
-		slot < slotMin(r.n) || slot > maxSlot || slot&(slot-1) != 0,
-		regionSize(r.n, slot) > len(m):
+	slot, ok := checkHeader(r.mem, r.n, g.id, g.hash, binary.LittleEndian.Uint64(lead[24:]))
+	if !ok {
 		g.fail(engine.CodeInval)
 		return false
 	}
 	r.slot = slot
 	r.data = regionHdr + ctrlBytes(r.n)
 	return g.attachArrive()
+}
+
+// checkHeader checks a region's header (m is the whole mapping, written
+// by another process: untrusted) against what this member knows, and
+// returns the slot size.
+func checkHeader(m []byte, n int, id uint32, hash, nonce uint64) (int, bool) {
+	if len(m) < regionHdr || binary.LittleEndian.Uint64(m[hMagic:]) != regionMagic {
+		return 0, false
+	}
+	s := binary.LittleEndian.Uint64(m[hSlot:])
+	switch {
+	case binary.LittleEndian.Uint32(m[hVersion:]) != regionVersion,
+		binary.LittleEndian.Uint32(m[hLocal:]) != uint32(n),
+		binary.LittleEndian.Uint32(m[hGroup:]) != id,
+		binary.LittleEndian.Uint64(m[hHash:]) != hash,
+		binary.LittleEndian.Uint64(m[hNonce:]) != nonce,
+		s < uint64(slotMin(n)) || s > maxSlot || s&(s-1) != 0:
+		return 0, false
+	}
+	if regionSize(n, int(s)) > len(m) {
+		return 0, false
+	}
+	return int(s), true
 }
 
 // attachArrive enters phase 1 (mapped) and waits for every local rank.

@@ -1,0 +1,54 @@
+package coll
+
+import (
+	"encoding/binary"
+	"testing"
+)
+
+// FuzzCheckHeader: a region header written by another process is
+// checked without panicking, and accepted only when it matches what the
+// member knows and the mapping holds the region it describes.
+func FuzzCheckHeader(f *testing.F) {
+	good := make([]byte, regionHdr)
+	binary.LittleEndian.PutUint64(good[hMagic:], regionMagic)
+	binary.LittleEndian.PutUint32(good[hVersion:], regionVersion)
+	binary.LittleEndian.PutUint32(good[hLocal:], 3)
+	binary.LittleEndian.PutUint64(good[hSlot:], minSlot)
+	binary.LittleEndian.PutUint32(good[hGroup:], 7)
+	binary.LittleEndian.PutUint64(good[hHash:], 99)
+	binary.LittleEndian.PutUint64(good[hNonce:], 5)
+	f.Add(good, 3, 0)
+	f.Add(good[:100], 3, 0)
+	f.Add(good, 4, 1<<20)
+	f.Fuzz(func(t *testing.T, hdr []byte, n, extra int) {
+		if n < 1 || n > maxLocal || extra < 0 || extra > 4<<20 {
+			return
+		}
+		m := append(append([]byte(nil), hdr...), make([]byte, extra)...)
+		slot, ok := checkHeader(m, n, 7, 99, 5)
+		if !ok {
+			return
+		}
+		if slot < slotMin(n) || slot > maxSlot || regionSize(n, slot) > len(m) ||
+			binary.LittleEndian.Uint32(m[hLocal:]) != uint32(n) {
+			t.Fatalf("accepted slot %d for %d ranks in %d bytes", slot, n, len(m))
+		}
+	})
+}
+
+// TestRegionSizeAtScale: the region of a group of dozens of ranks stays a
+// few MiB of /dev/shm (issue 18: 64 ranks in a 64 MB tmpfs), and slots
+// are never smaller than an operation needs.
+func TestRegionSizeAtScale(t *testing.T) {
+	for _, n := range []int{2, 8, 16, 64, 256, maxLocal} {
+		s := slotFor(n, DefaultShmBudget)
+		size := regionSize(n, s)
+		if size > 6<<20+512<<10 && n <= 64 || size > 9<<20 {
+			t.Errorf("%d ranks: region %d bytes (slot %d)", n, size, s)
+		}
+		if s < n*64 || s < minSlot {
+			t.Errorf("%d ranks: slot %d too small", n, s)
+		}
+		t.Logf("%d ranks: slot %d KiB, region %.1f MiB", n, s>>10, float64(size)/(1<<20))
+	}
+}
