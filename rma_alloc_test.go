@@ -15,21 +15,31 @@ import (
 // tick pays gnet's allocation for re-queuing the park (net/own.go), once
 // per millisecond of waiting, not per operation.
 func TestRMA_NoAllocationPerOperation(t *testing.T) {
-	for _, prov := range rmaProviders {
-		t.Run(prov, func(t *testing.T) {
+	for _, name := range append(rmaProviders, "shm_alloc") {
+		t.Run(name, func(t *testing.T) {
 			shmTestDir(t)
+			prov, alloc := name, name == "shm_alloc"
+			if alloc { // target memory from AllocMR: shm copies into its mapping
+				prov = "shm"
+			}
 			a := openRMANode(t, prov, rmaNodeCfg{})
 			b := openRMANode(t, prov, rmaNodeCfg{})
 			dest := a.connect(t, b)
-			region := make([]byte, 1<<20)
-			mr, err := b.dom.RegMR(region, RemoteRead|RemoteWrite, 0, 9, 0)
+			var mr *MR
+			var err error
+			if alloc {
+				mr, err = b.dom.AllocMR(1<<20, RemoteRead|RemoteWrite)
+			} else {
+				mr, err = b.dom.RegMR(make([]byte, 1<<20), RemoteRead|RemoteWrite, 0, 9, 0)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer mr.Close()
+			key := mr.Key()
 			ctx := new(int)
 			sizes := []int{8, 4096, 1 << 20}
-			if prov == "tcp" {
+			if name == "tcp" {
 				sizes = []int{8, 4096, 64 << 10}
 			}
 			for _, size := range sizes {
@@ -38,7 +48,7 @@ func TestRMA_NoAllocationPerOperation(t *testing.T) {
 					if op == "inject" && size > a.info.TxAttr.InjectSize {
 						continue
 					}
-					riov := []RMAIOV{{Addr: 0, Len: uint64(size), Key: 9}}
+					riov := []RMAIOV{{Addr: 0, Len: uint64(size), Key: key}}
 					msg := &RMAMsg{MsgIOV: [][]byte{buf}, Addr: dest, RMAIOV: riov, Context: ctx}
 					t.Run(fmt.Sprintf("%s/%d", op, size), func(t *testing.T) {
 						var failed error
@@ -48,16 +58,16 @@ func TestRMA_NoAllocationPerOperation(t *testing.T) {
 							}
 							switch op {
 							case "write":
-								failed = a.ep.Write(buf, nil, dest, 0, 9, ctx)
+								failed = a.ep.Write(buf, nil, dest, 0, key, ctx)
 							case "read":
-								failed = a.ep.Read(buf, nil, dest, 0, 9, ctx)
+								failed = a.ep.Read(buf, nil, dest, 0, key, ctx)
 							case "writemsg":
 								failed = a.ep.WriteMsg(msg, Completion)
 							case "inject":
-								failed = a.ep.InjectWrite(buf, dest, 0, 9)
+								failed = a.ep.InjectWrite(buf, dest, 0, key)
 								if failed == nil {
 									// an inject makes no completion: order it behind a read
-									failed = a.ep.Read(buf[:1], nil, dest, 0, 9, ctx)
+									failed = a.ep.Read(buf[:1], nil, dest, 0, key, ctx)
 								}
 							}
 							if failed == nil {

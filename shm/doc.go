@@ -13,6 +13,15 @@
 // files (Scan, Reap) that perftest shm-gc uses. Rings themselves (package
 // ring) are placed in segments created here.
 //
+// One-sided operations (rma.go, rmasvc.go, rmachan.go): an endpoint that
+// serves RMA publishes a service segment next to its region (its key
+// table's name, its counters, a doorbell, channel entries). Initiators copy
+// into AllocMR memory they map, or into registered Go memory with
+// process_vm_writev/readv, after checking every range against the target's
+// key table; what they cannot do themselves (single copy refused, atomics)
+// they post in a channel segment that the target's executor goroutine
+// serves. The target's application never runs for any of it.
+//
 // Everything read from a shared mapping is untrusted: offsets and lengths
 // are checked before use, and a foreign or corrupt region is refused with an
 // error wrapping ErrCorrupt, never a panic.
