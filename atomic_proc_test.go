@@ -20,8 +20,8 @@ import (
 // its children use, so peers on different transports hit the same words.
 // Children ("atomic" role) do fetch-adds on word 0, then take the lock
 // with CSwap, increment word 2 with an RMA read and write, and release
-// with OpAtomicWrite; the parent takes the same lock with sync/atomic on
-// MR.Bytes().
+// with OpAtomicWrite; the parent adds to word 0 and takes the same lock
+// with sync/atomic on MR.Bytes().
 
 const (
 	atomicWordAdd  = 0
@@ -268,7 +268,20 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 	for _, k := range kids {
 		k.send("go")
 	}
-	seen := make(map[uint64]int, adds*len(provs))
+	// The target adds too, with sync/atomic on the same word.
+	own := make([]uint64, adds)
+	ownDone := make(chan struct{})
+	go func() {
+		defer close(ownDone)
+		w := x.word(atomicWordAdd)
+		for i := range own {
+			own[i] = atomic.AddUint64(w, 1) - 1
+			if i%64 == 0 {
+				runtime.Gosched()
+			}
+		}
+	}()
+	seen := make(map[uint64]int, adds*(len(provs)+1))
 	for i, k := range kids {
 		vals := strings.Split(k.expect("adds")[0], ",")
 		if len(vals) != adds {
@@ -285,7 +298,14 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 			seen[v] = i
 		}
 	}
-	total := uint64(adds * len(provs))
+	<-ownDone
+	for _, v := range own {
+		if j, dup := seen[v]; dup {
+			t.Fatalf("value %d fetched by child %d and the target's own sync/atomic add", v, j)
+		}
+		seen[v] = -1
+	}
+	total := uint64(adds * (len(provs) + 1))
 	for v := range seen {
 		if v >= total {
 			t.Fatalf("fetched %d, beyond %d adds", v, total)
@@ -331,9 +351,9 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 }
 
 // TestAtomic_Processes: three processes doing 10 000 fetch-adds each on
-// one word (every value fetched once, the final value exact), then a
-// CSwap spin lock guarding a plain counter, taken by them and by the
-// target itself.
+// one word while the target adds 10 000 with sync/atomic (every value
+// fetched once, the final value exact), then a CSwap spin lock guarding a
+// plain counter, taken by them and by the target itself.
 func TestAtomic_Processes(t *testing.T) {
 	for _, prov := range atomicProviders {
 		t.Run(prov, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -42,6 +43,7 @@ func runAtomicBench(args []string, stdout, stderr io.Writer) int {
 	iters := fs.Int("n", 20000, "operations timed per latency test (rate: 5x)")
 	window := fs.Int("w", 64, "operations in flight for the rate test")
 	alloc := fs.Bool("alloc", true, "target region from AllocMR (shm peers map it); false: RegMR on Go memory")
+	spin := fs.Bool("target-spin", false, "the target polls its CQ in a loop (as libfabric's target must for its progress); default: it makes no gofi call")
 	target := fs.Bool(atomicTargetArg[1:], false, "internal: be the target process")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -50,7 +52,7 @@ func runAtomicBench(args []string, stdout, stderr io.Writer) int {
 		return usageErr(stderr, "atomic", fmt.Errorf("-p %q: want shm or tcp", *prov))
 	}
 	if *target {
-		if err := atomicTarget(*prov, *alloc, stdout); err != nil {
+		if err := atomicTarget(*prov, *alloc, *spin, stdout); err != nil {
 			fmt.Fprintf(stderr, "perftest atomic target: %v\n", err)
 			return 1
 		}
@@ -59,7 +61,7 @@ func runAtomicBench(args []string, stdout, stderr io.Writer) int {
 	if *iters < 10 || *window < 1 {
 		return usageErr(stderr, "atomic", errors.New("-n at least 10, -w at least 1"))
 	}
-	if err := atomicInitiator(*prov, *alloc, *iters, *window, stdout, stderr); err != nil {
+	if err := atomicInitiator(*prov, *alloc, *spin, *iters, *window, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "perftest atomic: %v\n", err)
 		return 1
 	}
@@ -130,8 +132,8 @@ func benchEndpoint(prov string, caps fi.Flags) (*fi.Domain, *fi.Endpoint, *fi.AV
 }
 
 // atomicTarget serves as the target until stdin closes.
-func atomicTarget(prov string, alloc bool, stdout io.Writer) error {
-	dom, ep, _, _, done, err := atomicEndpoint(prov)
+func atomicTarget(prov string, alloc, spin bool, stdout io.Writer) error {
+	dom, ep, _, cq, done, err := atomicEndpoint(prov)
 	if err != nil {
 		return err
 	}
@@ -151,16 +153,30 @@ func atomicTarget(prov string, alloc bool, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(stdout, "target %s %d\n", hex.EncodeToString(name), mr.Key())
-	_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
-	return nil
+	if !spin {
+		_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
+		return nil
+	}
+	var stop atomic.Bool
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop.Store(true)
+	}()
+	var e [8]fi.CQEntry
+	for i := 0; ; i++ {
+		_, _ = cq.Read(e[:])
+		if i&1023 == 0 && stop.Load() {
+			return nil
+		}
+	}
 }
 
-func atomicInitiator(prov string, alloc bool, iters, window int, stdout, stderr io.Writer) error {
+func atomicInitiator(prov string, alloc, spin bool, iters, window int, stdout, stderr io.Writer) error {
 	exe, err := os.Executable()
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "atomic", "-p", prov, "-alloc="+strconv.FormatBool(alloc), atomicTargetArg)
+	cmd := exec.Command(exe, "atomic", "-p", prov, "-alloc="+strconv.FormatBool(alloc), "-target-spin="+strconv.FormatBool(spin), atomicTargetArg)
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -202,7 +218,8 @@ func atomicInitiator(prov string, alloc bool, iters, window int, stdout, stderr 
 	b := &atomicBench{ep: ep, cq: cq, dest: addrs[0], key: key}
 	place := probeLocal()
 	printPlacement(stdout, place, nil)
-	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, load %s\n", prov, map[bool]string{true: "AllocMR", false: "RegMR"}[alloc], loadavg())
+	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, target %s, load %s\n", prov, map[bool]string{true: "AllocMR", false: "RegMR"}[alloc],
+		map[bool]string{true: "polling its CQ", false: "making no gofi call"}[spin], loadavg())
 	for _, op := range []string{"fetch-add", "cswap"} {
 		t, err := b.latency(op, iters)
 		if err != nil {
