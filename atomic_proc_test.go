@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +16,11 @@ import (
 )
 
 // Multi-process atomics: the parent is the target, holding one region
-// (key 7: word 0 a fetch-add counter, word 1 a lock, word 2 a plain
-// counter the lock guards), registered in the domain of every provider
-// its children use, so peers on different transports hit the same words.
+// (word 0 a fetch-add counter, word 1 a lock, word 2 a plain counter the
+// lock guards) registered under one key in the domain of every provider
+// its children use, so peers on different transports hit the same words:
+// with a shm child the region comes from AllocMR (shm children execute
+// on their own mapping of it) and the tcp domain registers those bytes.
 // Children ("atomic" role) do fetch-adds on word 0, then take the lock
 // with CSwap, increment word 2 with an RMA read and write, and release
 // with OpAtomicWrite; the parent adds to word 0 and takes the same lock
@@ -43,8 +46,14 @@ func init() {
 		rank, _ := strconv.Atoi(f[1])
 		adds, _ := strconv.Atoi(f[2])
 		locks, _ := strconv.Atoi(f[3])
-		n := openRMANode(t, f[0], rmaNodeCfg{caps: Msg | RMA | Atomic})
-		name, err := hex.DecodeString(l.expect("target")[0])
+		prov, _ := atomicSpec(f[0])
+		n := openRMANode(t, prov, rmaNodeCfg{caps: Msg | RMA | Atomic})
+		tgt := l.expect("target")
+		name, err := hex.DecodeString(tgt[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		key, err := strconv.ParseUint(tgt[1], 10, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +63,7 @@ func init() {
 		}
 		l.send("ready")
 		l.expect("go")
-		got, err := atomicFetchAdds(n, addrs[0], adds)
+		got, err := atomicFetchAdds(n, addrs[0], key, adds)
 		if err != nil {
 			l.send("fail", err)
 			return
@@ -68,7 +77,7 @@ func init() {
 		}
 		l.send("adds", b.String())
 		l.expect("lock")
-		if err := atomicSpinLock(n, addrs[0], uint64(rank+1), locks); err != nil {
+		if err := atomicSpinLock(n, addrs[0], key, uint64(rank+1), locks); err != nil {
 			l.send("fail", strings.ReplaceAll(err.Error(), "\n", " "))
 			return
 		}
@@ -104,7 +113,7 @@ func atomicNext(n *rmaNode) (any, error) {
 
 // atomicFetchAdds does n fetch-adds of 1 on word 0, atomicWindow in
 // flight, and returns the values fetched.
-func atomicFetchAdds(node *rmaNode, dest Addr, n int) ([]uint64, error) {
+func atomicFetchAdds(node *rmaNode, dest Addr, key uint64, n int) ([]uint64, error) {
 	const window = 16
 	one := make([]byte, 8)
 	ne64.PutUint64(one, 1)
@@ -119,7 +128,7 @@ func atomicFetchAdds(node *rmaNode, dest Addr, n int) ([]uint64, error) {
 	posted, inflight := 0, 0
 	post := func(slot int) error {
 		for {
-			err := node.ep.FetchAtomic(one, 1, nil, res[slot], nil, dest, atomicWordAdd, 7, Uint64, OpSum, ctxs[slot])
+			err := node.ep.FetchAtomic(one, 1, nil, res[slot], nil, dest, atomicWordAdd, key, Uint64, OpSum, ctxs[slot])
 			if !errors.Is(err, ErrAgain) {
 				return err
 			}
@@ -170,13 +179,13 @@ func atomicDo(node *rmaNode, post func(ctx any) error) error {
 // atomicSpinLock takes the lock word with CSwap (me: the holder's
 // mark), increments the guarded counter with an RMA read and write, and
 // releases with OpAtomicWrite, locks times.
-func atomicSpinLock(n *rmaNode, dest Addr, me uint64, locks int) error {
+func atomicSpinLock(n *rmaNode, dest Addr, key, me uint64, locks int) error {
 	mine, zero, res, cntr := make([]byte, 8), make([]byte, 8), make([]byte, 8), make([]byte, 8)
 	ne64.PutUint64(mine, me)
 	for i := 0; i < locks; i++ {
 		for spins := 0; ; spins++ {
 			err := atomicDo(n, func(ctx any) error {
-				return n.ep.CompareAtomic(mine, 1, nil, zero, nil, res, nil, dest, atomicWordLock, 7, Uint64, OpCSwap, ctx)
+				return n.ep.CompareAtomic(mine, 1, nil, zero, nil, res, nil, dest, atomicWordLock, key, Uint64, OpCSwap, ctx)
 			})
 			if err != nil {
 				return fmt.Errorf("lock %d: %w", i, err)
@@ -188,15 +197,15 @@ func atomicSpinLock(n *rmaNode, dest Addr, me uint64, locks int) error {
 				return fmt.Errorf("lock %d: held by %d for a million tries", i, ne64.Uint64(res))
 			}
 		}
-		if err := atomicDo(n, func(ctx any) error { return n.ep.Read(cntr, nil, dest, atomicWordCntr, 7, ctx) }); err != nil {
+		if err := atomicDo(n, func(ctx any) error { return n.ep.Read(cntr, nil, dest, atomicWordCntr, key, ctx) }); err != nil {
 			return err
 		}
 		ne64.PutUint64(cntr, ne64.Uint64(cntr)+1)
-		if err := atomicDo(n, func(ctx any) error { return n.ep.Write(cntr, nil, dest, atomicWordCntr, 7, ctx) }); err != nil {
+		if err := atomicDo(n, func(ctx any) error { return n.ep.Write(cntr, nil, dest, atomicWordCntr, key, ctx) }); err != nil {
 			return err
 		}
 		err := atomicDo(n, func(ctx any) error {
-			return n.ep.FetchAtomic(zero, 1, nil, res, nil, dest, atomicWordLock, 7, Uint64, OpAtomicWrite, ctx)
+			return n.ep.FetchAtomic(zero, 1, nil, res, nil, dest, atomicWordLock, key, Uint64, OpAtomicWrite, ctx)
 		})
 		if err != nil {
 			return err
@@ -209,26 +218,51 @@ func atomicSpinLock(n *rmaNode, dest Addr, me uint64, locks int) error {
 }
 
 // atomicTarget is the parent's side: one endpoint per provider its
-// children use, all exposing the same memory under key 7.
+// children use, all exposing the same memory under one key.
 type atomicTarget struct {
-	nodes map[string]*rmaNode
+	nodes map[string]*rmaNode // by spec
 	mrs   []*MR
 	mem   []byte
+	key   uint64
 }
 
-func openAtomicTarget(t *testing.T, provs []string) *atomicTarget {
-	x := &atomicTarget{nodes: map[string]*rmaNode{}, mem: alignedBytes(64)}
-	for _, p := range provs {
-		if x.nodes[p] != nil {
+func openAtomicTarget(t *testing.T, specs []string) *atomicTarget {
+	x := &atomicTarget{nodes: map[string]*rmaNode{}}
+	// AllocMR first (it chooses the key), then the others register the
+	// same bytes under that key.
+	order := slices.Clone(specs)
+	slices.SortStableFunc(order, func(a, b string) int {
+		_, aa := atomicSpec(a)
+		_, ba := atomicSpec(b)
+		return map[bool]int{true: 0, false: 1}[aa] - map[bool]int{true: 0, false: 1}[ba]
+	})
+	for _, spec := range order {
+		if x.nodes[spec] != nil {
 			continue
 		}
-		n := openRMANode(t, p, rmaNodeCfg{caps: Msg | RMA | Atomic})
-		mr, err := n.dom.RegMR(x.mem, RemoteRead|RemoteWrite, 0, 7, 0)
+		prov, alloc := atomicSpec(spec)
+		n := openRMANode(t, prov, rmaNodeCfg{caps: Msg | RMA | Atomic})
+		var mr *MR
+		var err error
+		switch {
+		case alloc && x.mem == nil:
+			mr, err = n.dom.AllocMR(64, RemoteRead|RemoteWrite)
+			if err == nil {
+				x.mem, x.key = mr.Bytes(), mr.Key()
+			}
+		case alloc:
+			t.Fatal("two AllocMR targets")
+		default:
+			if x.mem == nil {
+				x.mem, x.key = alignedBytes(64), 7
+			}
+			mr, err = n.dom.RegMR(x.mem, RemoteRead|RemoteWrite, 0, x.key, 0)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { mr.Close() })
-		x.nodes[p] = n
+		x.nodes[spec] = n
 		x.mrs = append(x.mrs, mr)
 	}
 	return x
@@ -260,7 +294,7 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kids[i].send("target", hex.EncodeToString(name))
+		kids[i].send("target", hex.EncodeToString(name), x.key)
 	}
 	for _, k := range kids {
 		k.expect("ready")
@@ -353,11 +387,17 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 // TestAtomic_Processes: three processes doing 10 000 fetch-adds each on
 // one word while the target adds 10 000 with sync/atomic (every value
 // fetched once, the final value exact), then a CSwap spin lock guarding a
-// plain counter, taken by them and by the target itself.
+// plain counter, taken by them and by the target itself; on each
+// provider's paths, and with shm and tcp children on the same word at
+// once.
 func TestAtomic_Processes(t *testing.T) {
-	for _, prov := range atomicProviders {
-		t.Run(prov, func(t *testing.T) {
-			runAtomicProcs(t, []string{prov, prov, prov}, 10000, 100)
+	runs := map[string][]string{"mixed": {"shm", "tcp", "shm"}}
+	for _, spec := range atomicProviders {
+		runs[spec] = []string{spec, spec, spec}
+	}
+	for name, specs := range runs {
+		t.Run(name, func(t *testing.T) {
+			runAtomicProcs(t, specs, 10000, 100)
 		})
 	}
 }

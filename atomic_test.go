@@ -14,28 +14,49 @@ import (
 
 var ne64 = binary.NativeEndian
 
-// atomicProviders are the providers advertising Atomic.
-var atomicProviders = []string{"tcp"}
+// atomicProviders are the providers advertising Atomic, each with the
+// paths its atomics take: "shm" targets AllocMR memory (the initiator
+// maps it and executes with the processor's atomics, 16-byte types
+// excepted), "shm-reg" registered Go memory (the target's executor
+// goroutine executes), "tcp" the target's event loop.
+var atomicProviders = []string{"tcp", "shm", "shm-reg"}
+
+// atomicSpec splits an atomicProviders entry into its provider and
+// whether the target region comes from AllocMR.
+func atomicSpec(s string) (prov string, alloc bool) {
+	if s == "shm-reg" {
+		return "shm", false
+	}
+	return s, s == "shm"
+}
 
 // atomicPair is an initiator a and a target b with a region of n bytes
-// (key 7, offset-based addressing from 0) allowing every remote access.
+// (key key, offset-based addressing from 0) allowing every remote access.
 type atomicPair struct {
 	a, b *rmaNode
 	dest Addr
 	mr   *MR
+	key  uint64
 }
 
-func openAtomicPair(t testing.TB, prov string, n int) *atomicPair {
+func openAtomicPair(t testing.TB, spec string, n int) *atomicPair {
 	t.Helper()
+	prov, alloc := atomicSpec(spec)
 	caps := Msg | RMA | Atomic
 	a := openRMANode(t, prov, rmaNodeCfg{caps: caps})
 	b := openRMANode(t, prov, rmaNodeCfg{caps: caps})
-	mr, err := b.dom.RegMR(alignedBytes(n), RemoteRead|RemoteWrite, 0, 7, 0)
+	var mr *MR
+	var err error
+	if alloc {
+		mr, err = b.dom.AllocMR(n, RemoteRead|RemoteWrite)
+	} else {
+		mr, err = b.dom.RegMR(alignedBytes(n), RemoteRead|RemoteWrite, 0, 7, 0)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { mr.Close() })
-	return &atomicPair{a: a, b: b, dest: a.connect(t, b), mr: mr}
+	return &atomicPair{a: a, b: b, dest: a.connect(t, b), mr: mr, key: mr.Key()}
 }
 
 // setTarget stores b into the target region at off (the target's own
@@ -55,11 +76,11 @@ func (p *atomicPair) runAtomic(t testing.TB, k dtype.Kind, buf, cmp, res []byte,
 	var err error
 	switch k {
 	case dtype.KindBase:
-		err = p.a.ep.Atomic(buf, count, nil, p.dest, addr, 7, dt, op, ctx)
+		err = p.a.ep.Atomic(buf, count, nil, p.dest, addr, p.key, dt, op, ctx)
 	case dtype.KindFetch:
-		err = p.a.ep.FetchAtomic(buf, count, nil, res, nil, p.dest, addr, 7, dt, op, ctx)
+		err = p.a.ep.FetchAtomic(buf, count, nil, res, nil, p.dest, addr, p.key, dt, op, ctx)
 	default:
-		err = p.a.ep.CompareAtomic(buf, count, nil, cmp, nil, res, nil, p.dest, addr, 7, dt, op, ctx)
+		err = p.a.ep.CompareAtomic(buf, count, nil, cmp, nil, res, nil, p.dest, addr, p.key, dt, op, ctx)
 	}
 	if err != nil {
 		return CQEntry{}, err
@@ -305,11 +326,11 @@ func TestAtomic_Refusals(t *testing.T) {
 				{"fetch without RemoteWrite", dtype.KindFetch, 0, 8, Uint64, OpSum, 1, ErrAccess},
 				{"atomic read without RemoteRead", dtype.KindFetch, 0, 9, Uint64, OpAtomicRead, 1, ErrAccess},
 				{"compare without RemoteRead", dtype.KindCompare, 0, 9, Uint64, OpCSwap, 1, ErrAccess},
-				{"misaligned uint64", dtype.KindBase, 4, 7, Uint64, OpSum, 1, ErrInval},
-				{"misaligned uint32", dtype.KindFetch, 2, 7, Uint32, OpSum, 1, ErrInval},
-				{"misaligned double complex", dtype.KindBase, 4, 7, DoubleComplex, OpSum, 1, ErrInval},
-				{"past the end", dtype.KindBase, 56, 7, Uint64, OpSum, 2, ErrInval},
-				{"wrapping address", dtype.KindCompare, ^uint64(7), 7, Uint64, OpCSwap, 2, ErrInval},
+				{"misaligned uint64", dtype.KindBase, 4, p.key, Uint64, OpSum, 1, ErrInval},
+				{"misaligned uint32", dtype.KindFetch, 2, p.key, Uint32, OpSum, 1, ErrInval},
+				{"misaligned double complex", dtype.KindBase, 4, p.key, DoubleComplex, OpSum, 1, ErrInval},
+				{"past the end", dtype.KindBase, 56, p.key, Uint64, OpSum, 2, ErrInval},
+				{"wrapping address", dtype.KindCompare, ^uint64(7), p.key, Uint64, OpCSwap, 2, ErrInval},
 			}
 			for _, c := range remote {
 				var err error
@@ -364,7 +385,7 @@ func TestAtomic_MsgForms(t *testing.T) {
 			}
 			// Elements 1 and 5..7 of the target, from two local buffers.
 			msg := &AtomicMsg{MsgIOV: [][]byte{ops[:8], ops[8:]}, Addr: p.dest,
-				RMAIOV: []AtomicIOV{{Addr: 8, Count: 1, Key: 7}, {Addr: 40, Count: 3, Key: 7}}, Datatype: Uint64, Op: OpSum, Context: "am"}
+				RMAIOV: []AtomicIOV{{Addr: 8, Count: 1, Key: p.key}, {Addr: 40, Count: 3, Key: p.key}}, Datatype: Uint64, Op: OpSum, Context: "am"}
 			if err := p.a.ep.AtomicMsg(msg, Completion); err != nil {
 				t.Fatal(err)
 			}
@@ -379,7 +400,7 @@ func TestAtomic_MsgForms(t *testing.T) {
 			}
 			// FetchAtomicMsg with OpAtomicRead: no operands, results split.
 			r1, r2 := make([]byte, 16), make([]byte, 16)
-			msg = &AtomicMsg{Addr: p.dest, RMAIOV: []AtomicIOV{{Addr: 40, Count: 2, Key: 7}, {Addr: 8, Count: 2, Key: 7}},
+			msg = &AtomicMsg{Addr: p.dest, RMAIOV: []AtomicIOV{{Addr: 40, Count: 2, Key: p.key}, {Addr: 8, Count: 2, Key: p.key}},
 				Datatype: Uint64, Op: OpAtomicRead, Context: "fr"}
 			if err := p.a.ep.FetchAtomicMsg(msg, [][]byte{r1[:8], r1[8:], r2}, nil, 0); err != nil {
 				t.Fatal(err)
@@ -396,7 +417,7 @@ func TestAtomic_MsgForms(t *testing.T) {
 			ne64.PutUint64(cmp[8:], 7)
 			ne64.PutUint64(val, 1)
 			ne64.PutUint64(val[8:], 2)
-			msg = &AtomicMsg{MsgIOV: [][]byte{val}, Addr: p.dest, RMAIOV: []AtomicIOV{{Addr: 8, Count: 2, Key: 7}},
+			msg = &AtomicMsg{MsgIOV: [][]byte{val}, Addr: p.dest, RMAIOV: []AtomicIOV{{Addr: 8, Count: 2, Key: p.key}},
 				Datatype: Uint64, Op: OpCSwap, Context: "cs"}
 			if err := p.a.ep.CompareAtomicMsg(msg, [][]byte{cmp}, nil, [][]byte{res}, nil, 0); err != nil {
 				t.Fatal(err)
@@ -412,7 +433,7 @@ func TestAtomic_MsgForms(t *testing.T) {
 			one := make([]byte, 8)
 			ne64.PutUint64(one, 5)
 			for i := 0; i < 10; i++ {
-				if err := p.a.ep.InjectAtomic(one, 1, p.dest, 0, 7, Uint64, OpSum); err != nil {
+				if err := p.a.ep.InjectAtomic(one, 1, p.dest, 0, p.key, Uint64, OpSum); err != nil {
 					t.Fatal(err)
 				}
 				one[0] = 0xff // the call copied it
@@ -420,7 +441,7 @@ func TestAtomic_MsgForms(t *testing.T) {
 			}
 			// An atomic read after them sees all ten (order per peer).
 			rd := make([]byte, 8)
-			if err := p.a.ep.FetchAtomic(nil, 1, nil, rd, nil, p.dest, 0, 7, Uint64, OpAtomicRead, "rd"); err != nil {
+			if err := p.a.ep.FetchAtomic(nil, 1, nil, rd, nil, p.dest, 0, p.key, Uint64, OpAtomicRead, "rd"); err != nil {
 				t.Fatal(err)
 			}
 			if _, err := waitTx(t, p.a, nil, "rd"); err != nil {
@@ -448,12 +469,12 @@ func TestAtomic_GetInfo(t *testing.T) {
 		if in.Caps&(Atomic|Read|Write|RemoteRead|RemoteWrite) != Atomic|Read|Write|RemoteRead|RemoteWrite {
 			t.Errorf("%s: caps %v", in.FabricAttr.ProvName, in.Caps)
 		}
-		if in.FabricAttr.ProvName == "tcp" && in.TxAttr.MsgOrder&OrderAtomicWAW == 0 {
-			t.Errorf("tcp: no atomic ordering in %v", in.TxAttr.MsgOrder)
+		if in.TxAttr.MsgOrder&OrderAtomicWAW == 0 {
+			t.Errorf("%s: no atomic ordering in %v", in.FabricAttr.ProvName, in.TxAttr.MsgOrder)
 		}
 	}
-	for _, prov := range atomicProviders {
-		if !got[prov] {
+	for _, spec := range atomicProviders {
+		if prov, _ := atomicSpec(spec); !got[prov] {
 			t.Errorf("%s does not advertise Atomic", prov)
 		}
 	}

@@ -42,10 +42,12 @@ func (d *shmDomain) holderAlive(pid int) bool { return rma.ProcessAlive(pid) }
 
 // shmRMACaps are the shm provider's one-sided capabilities: an initiator
 // copies into or out of the target's registered memory itself (a mapping
-// of AllocMR memory, or process_vm_writev/readv), or the target's executor
-// goroutine does it for requests posted in shared memory (single copy
-// refused, atomics); the target's application takes no part.
-const shmRMACaps = RMA | Read | Write | RemoteRead | RemoteWrite | RMAEvent | Fence
+// of AllocMR memory, or process_vm_writev/readv) and runs atomics on
+// AllocMR memory with the processor's atomic instructions, or the
+// target's executor goroutine does it for requests posted in shared
+// memory (single copy refused, atomics on registered Go memory, 16-byte
+// atomics); the target's application takes no part.
+const shmRMACaps = RMA | Atomic | Read | Write | RemoteRead | RemoteWrite | RMAEvent | Fence
 
 // shmRMAOrder is the ordering shm keeps between one-sided operations to
 // one peer: an operation never passes one still in the peer's channel, and
@@ -53,7 +55,8 @@ const shmRMACaps = RMA | Read | Write | RemoteRead | RemoteWrite | RMAEvent | Fe
 // pass an RMA still in the channel, so no send-after ordering is
 // promised.
 const shmRMAOrder = OrderRAR | OrderRAW | OrderWAR | OrderWAW |
-	OrderRMARAR | OrderRMARAW | OrderRMAWAR | OrderRMAWAW
+	OrderRMARAR | OrderRMARAW | OrderRMAWAR | OrderRMAWAW |
+	OrderAtomicRAR | OrderAtomicRAW | OrderAtomicWAR | OrderAtomicWAW
 
 // shmOrderSize is MaxOrder*Size: ordering holds for any size (the largest
 // region is MaxSegmentSize for AllocMR, and a Go slice has no smaller

@@ -21,7 +21,10 @@ import (
 //     memory (single copy on, the same pid namespace), it is one
 //     process_vm_writev / process_vm_readv per local buffer into or out
 //     of the target's registered Go memory.
-//   - Everything else (single copy refused, atomics) goes through a
+//   - An atomic whose every range lies in AllocMR memory is executed by
+//     the initiator on its mapping with the processor's atomic
+//     instructions (rma_atomic.go), except for 16-byte datatypes.
+//   - Everything else (single copy refused, other atomics) goes through a
 //     channel the target's executor goroutine serves (rmachan.go): the
 //     payload crosses in shared memory, ChanData bytes per request,
 //     ChanSlots requests in flight, executed in posting order.
@@ -47,6 +50,11 @@ type rmaState struct {
 	holds  [rma.MaxIOV]rma.Hold
 	offs   [rma.MaxIOV]uint64
 	opFree []*chanOp
+	// direct atomics (rma_atomic.go): the ranges' memory, the operands
+	// and the results
+	amem [rma.MaxIOV][]byte
+	abuf [2 * rma.MaxAtomic]byte
+	ares [rma.MaxAtomic]byte
 }
 
 // rmaTable is a peer's key table as this transport maps it, with the
@@ -152,7 +160,8 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 	st := &t.rma
 	want := rma.Rights(rma.Kind(req.Kind), req.Op)
 	n := len(req.Remote)
-	direct := req.Kind <= transport.RMARead && rp.inflight == 0 && len(rp.queue) == 0
+	atom := req.Kind > transport.RMARead
+	direct := (!atom || atomicDirectOK(req.Datatype)) && rp.inflight == 0 && len(rp.queue) == 0
 	cma := t.SingleCopy(pi) && rp.sameNS
 	var total uint64
 	for i, v := range req.Remote {
@@ -162,8 +171,13 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 			return true, transport.Code(code)
 		}
 		st.holds[i], st.offs[i] = h, off
-		direct = direct && (h.Allocated || cma)
+		direct = direct && (h.Allocated || cma && !atom)
 		total += v.Len
+	}
+	if direct && atom {
+		c := t.rmaAtomicDirect(rp, req, n, total)
+		releaseAll(st.holds[:n])
+		return true, c
 	}
 	if direct {
 		c, denied := t.rmaDirect(p, rp, req, n)
