@@ -12,9 +12,12 @@ import (
 
 // Atomics (fi_atomic(3)). Buffers are []byte holding whole elements of
 // the datatype in host byte order; count is in elements. The target's
-// application takes no part: its transport executes the operation against
-// the registered region (package rma), with the element kernels of
-// package dtype/kernel.
+// application takes no part: on tcp its event loop executes the operation
+// against the registered region (package rma); on shm the initiator
+// executes it on its own mapping of AllocMR memory with the processor's
+// atomic instructions, or, for registered Go memory and 16-byte types,
+// the target's executor goroutine does (package shm); the element kernels
+// are package dtype/kernel's.
 //
 // Atomicity: each element is one atomic operation with respect to every
 // other atomic on that location, whichever peer issued it and whichever
@@ -22,16 +25,20 @@ import (
 // the target's own sync/atomic operations on MR.Bytes(). A call covering
 // several elements is not atomic as a whole.
 //
-// Ordering: atomics and RMA from one initiator to one peer are executed
-// at the target in the order they were issued on tcp (one connection
-// carries them and the target's event loop executes them as it reads
-// them): an atomic after a Write sees the written bytes, a Write after an
-// atomic overwrites its result (TxAttr.MsgOrder has the OrderAtomic and
-// OrderRMA bits). Nothing orders operations of different initiators, nor
-// an atomic against a plain (non-atomic) store of another party to the
-// same bytes; Fence orders anything after every earlier operation to the
-// same peer. A completion means the target executed the operation
-// (delivery complete): results are in place, later readers see it.
+// Ordering: atomics and RMA from one initiator endpoint to one peer are
+// executed at the target in the order they were issued, on both
+// providers (TxAttr.MsgOrder has the OrderAtomic and OrderRMA bits): an
+// atomic after a Write sees the written bytes, a Write after an atomic
+// overwrites its result. On tcp one connection carries them and the
+// target's event loop executes them as it reads them; on shm an operation
+// never passes one still in the peer's channel, and the others (copies
+// into AllocMR memory, atomics on it) are done before the call returns.
+// Nothing orders operations of different initiators, nor an atomic
+// against a plain (non-atomic) access by another party to the same bytes
+// (an RMA Write to the same word may tear against it); Fence orders
+// anything after every earlier operation to the same peer. A completion
+// means the target executed the operation (delivery complete): results
+// are in place and later operations of anyone see it.
 
 // AtomicIOV is one remote range of an atomic (struct fi_rma_ioc): Count
 // elements at address Addr of the region registered under Key.

@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -21,7 +22,8 @@ import (
 // its children use, so peers on different transports hit the same words:
 // with a shm child the region comes from AllocMR (shm children execute
 // on their own mapping of it) and the tcp domain registers those bytes.
-// Children ("atomic" role) do fetch-adds on word 0, then take the lock
+// Children ("atomic" role) do fetch-adds on word 0 and DoubleComplex
+// adds on bytes 32-47, then take the lock
 // with CSwap, increment word 2 with an RMA read and write, and release
 // with OpAtomicWrite; the parent adds to word 0 and takes the same lock
 // with sync/atomic on MR.Bytes().
@@ -30,6 +32,7 @@ const (
 	atomicWordAdd  = 0
 	atomicWordLock = 8
 	atomicWordCntr = 16
+	atomicWordCplx = 32 // a DoubleComplex
 )
 
 // atomicChildArg is "prov,rank,adds,locks".
@@ -111,53 +114,75 @@ func atomicNext(n *rmaNode) (any, error) {
 	}
 }
 
-// atomicFetchAdds does n fetch-adds of 1 on word 0, atomicWindow in
-// flight, and returns the values fetched.
-func atomicFetchAdds(node *rmaNode, dest Addr, key uint64, n int) ([]uint64, error) {
-	const window = 16
-	one := make([]byte, 8)
-	ne64.PutUint64(one, 1)
-	res := make([][]byte, window)
+// atomicWindowed runs n operations, window in flight: post starts one
+// in slot (its context), done takes its result.
+func atomicWindowed(node *rmaNode, n, window int, post func(slot int, ctx any) error, done func(slot int)) error {
 	ctxs := make([]*int, window)
-	for i := range res {
-		res[i] = make([]byte, 8)
+	for i := range ctxs {
 		ctxs[i] = new(int)
 		*ctxs[i] = i
 	}
-	out := make([]uint64, 0, n)
-	posted, inflight := 0, 0
-	post := func(slot int) error {
+	start := func(slot int) error {
 		for {
-			err := node.ep.FetchAtomic(one, 1, nil, res[slot], nil, dest, atomicWordAdd, key, Uint64, OpSum, ctxs[slot])
+			err := post(slot, ctxs[slot])
 			if !errors.Is(err, ErrAgain) {
 				return err
 			}
 			node.cq.Read(nil)
 		}
 	}
+	posted, inflight := 0, 0
 	for ; posted < min(window, n); posted++ {
-		if err := post(posted); err != nil {
-			return nil, err
+		if err := start(posted); err != nil {
+			return err
 		}
 		inflight++
 	}
 	for inflight > 0 {
 		ctx, err := atomicNext(node)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		slot := *ctx.(*int)
-		out = append(out, ne64.Uint64(res[slot]))
+		done(slot)
 		inflight--
 		if posted < n {
-			if err := post(slot); err != nil {
-				return nil, err
+			if err := start(slot); err != nil {
+				return err
 			}
 			posted++
 			inflight++
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// atomicFetchAdds does n fetch-adds of 1 on word 0 and returns the values
+// fetched, then n/5 DoubleComplex adds of 1+1i on the 16-byte element at
+// atomicWordCplx (atomic only under the target's lock, whichever
+// transport brought them).
+func atomicFetchAdds(node *rmaNode, dest Addr, key uint64, n int) ([]uint64, error) {
+	const window = 16
+	one := make([]byte, 16)
+	ne64.PutUint64(one, 1)
+	res := make([][]byte, window)
+	for i := range res {
+		res[i] = make([]byte, 8)
+	}
+	out := make([]uint64, 0, n)
+	err := atomicWindowed(node, n, window, func(slot int, ctx any) error {
+		return node.ep.FetchAtomic(one[:8], 1, nil, res[slot], nil, dest, atomicWordAdd, key, Uint64, OpSum, ctx)
+	}, func(slot int) { out = append(out, ne64.Uint64(res[slot])) })
+	if err != nil {
+		return nil, err
+	}
+	cplx := make([]byte, 16)
+	ne64.PutUint64(cplx, math.Float64bits(1))
+	ne64.PutUint64(cplx[8:], math.Float64bits(1))
+	err = atomicWindowed(node, n/5, window, func(slot int, ctx any) error {
+		return node.ep.Atomic(cplx, 1, nil, dest, atomicWordCplx, key, DoubleComplex, OpSum, ctx)
+	}, func(int) {})
+	return out, err
 }
 
 // atomicDo posts one operation and waits for its completion.
@@ -347,6 +372,11 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 	}
 	if got := atomic.LoadUint64(x.word(atomicWordAdd)); got != total {
 		t.Fatalf("counter %d after %d fetch-adds", got, total)
+	}
+	mem := x.bytes()
+	re, im := math.Float64frombits(ne64.Uint64(mem[atomicWordCplx:])), math.Float64frombits(ne64.Uint64(mem[atomicWordCplx+8:]))
+	if want := float64(adds / 5 * len(provs)); re != want || im != want {
+		t.Fatalf("double complex sum %v+%vi after %v adds of 1+1i: a 16-byte atomic was lost", re, im, want)
 	}
 	// The lock phase: the children and the parent at once.
 	for _, k := range kids {

@@ -165,7 +165,6 @@ type Table struct {
 	sfree    []int32
 	cfree    []int32
 	cntrs    []*Counter
-	stripes  [64]paddedMutex
 	provSalt uint64
 	hb       atomic.Uint64 // race builds only: see raceOn
 
@@ -669,8 +668,14 @@ func (t *Table) FreeCounter(c *Counter) {
 }
 
 // Lock16 returns the lock that serialises 16-byte atomics on the element
-// at address a of the owner's memory (the owner's executors only).
-func (t *Table) Lock16(a uintptr) *sync.Mutex { return &t.stripes[(a>>4)%64].Mutex }
+// at address a of the owner's memory (the owner's executors only). The
+// stripes are the process's, not the table's: memory registered in two
+// domains (a shm and a tcp endpoint serving the same bytes) takes the same
+// lock whichever executor runs.
+func (t *Table) Lock16(a uintptr) *sync.Mutex { return &stripes16[(a>>4)%64].Mutex }
+
+// stripes16 are Lock16's locks.
+var stripes16 [64]paddedMutex
 
 // AllocName is the segment name of the memory of an allocated region in
 // slot with generation gen of the table named table.
