@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -477,5 +478,41 @@ func TestAtomic_GetInfo(t *testing.T) {
 		if prov, _ := atomicSpec(spec); !got[prov] {
 			t.Errorf("%s does not advertise Atomic", prov)
 		}
+	}
+}
+
+// TestAtomic_MaxCount: a call of the count AtomicValid reports works, on
+// the smallest and largest elements, and one more element is refused.
+func TestAtomic_MaxCount(t *testing.T) {
+	for _, spec := range atomicProviders {
+		t.Run(spec, func(t *testing.T) {
+			shmTestDir(t)
+			p := openAtomicPair(t, spec, 4096)
+			for _, dt := range []Datatype{Uint8, DoubleComplex} {
+				n, err := p.a.ep.FetchAtomicValid(dt, OpSum)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ones := make([]byte, n*dt.Size())
+				for i := 0; i < len(ones); i += dt.Size() {
+					if dt == Uint8 {
+						ones[i] = 1
+					} else {
+						ne64.PutUint64(ones[i:], math.Float64bits(1))
+					}
+				}
+				p.setTarget(0, make([]byte, 4096))
+				res := make([]byte, len(ones))
+				if _, err := p.runAtomic(t, dtype.KindFetch, ones, nil, res, n, 0, dt, OpSum); err != nil {
+					t.Fatalf("%s x %d: %v", dt, n, err)
+				}
+				if got := snapshot(p.mr); !bytes.Equal(got, ones) {
+					t.Fatalf("%s x %d: target not updated throughout", dt, n)
+				}
+				if err := p.a.ep.FetchAtomic(append(ones, ones[:dt.Size()]...), n+1, nil, append(res, res[:dt.Size()]...), nil, p.dest, 0, p.key, dt, OpSum, nil); !errors.Is(err, ErrInval) {
+					t.Fatalf("%s x %d: %v, want ErrInval", dt, n+1, err)
+				}
+			}
+		})
 	}
 }

@@ -111,7 +111,7 @@ func TestGetInfo_UnsupportedHintLeavesProviderOut(t *testing.T) {
 		{"ep type RDM", hintsWith(func(h *Info) { h.EpAttr.Type = EpRDM }), []string{"shm", "tcp"}},
 		{"caps RMA", hintsWith(func(h *Info) { h.Caps = Msg | RMA }), rmaProvs},
 		{"caps RMA events and fence", hintsWith(func(h *Info) { h.Caps = RMA | RMAEvent | Fence }), rmaProvs},
-		{"caps atomic", hintsWith(func(h *Info) { h.Caps = Atomic }), atomicProviders},
+		{"caps atomic", hintsWith(func(h *Info) { h.Caps = Atomic }), rmaProvs},
 		{"caps HMEM not provided", hintsWith(func(h *Info) { h.Caps = Msg | HMEM }), nil},
 		{"secondary shared AV not provided", hintsWith(func(h *Info) { h.Caps = Msg | SharedAV }), nil},
 		{"secondary trigger not provided", hintsWith(func(h *Info) { h.Caps = Msg | Trigger }), nil},
@@ -214,8 +214,8 @@ func TestGetInfo_CapsPrimaryAskedModifiersNarrowSecondaryHarmless(t *testing.T) 
 		{"local comm only reported when chosen", Msg | LocalComm, "tcp", Msg | Send | Recv | MultiRecv | LocalComm,
 			Msg | Send, Msg | Recv | MultiRecv, "tcp must not add RemoteComm"},
 		{"secondary only gets default primaries", LocalComm, "shm",
-			Msg | Tagged | Collective | RMA | Send | Recv | Read | Write | RemoteRead | RemoteWrite | MultiRecv | LocalComm,
-			Msg | Tagged | Collective | RMA | Send | Read | Write, Msg | Tagged | Collective | RMA | Recv | RemoteRead | RemoteWrite | MultiRecv, ""},
+			Msg | Tagged | Collective | RMA | Atomic | Send | Recv | Read | Write | RemoteRead | RemoteWrite | MultiRecv | LocalComm,
+			Msg | Tagged | Collective | RMA | Atomic | Send | Read | Write, Msg | Tagged | Collective | RMA | Atomic | Recv | RemoteRead | RemoteWrite | MultiRecv, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

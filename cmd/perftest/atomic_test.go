@@ -12,7 +12,7 @@ var atomicRow = regexp.MustCompile(`(?m)^(fetch-add|cswap) ([0-9.]+) ([0-9.]+)$|
 // atomics: the three result lines and the placement come out.
 func TestAtomicBench(t *testing.T) {
 	bin := buildPerftest(t)
-	for _, prov := range []string{"tcp"} {
+	for _, prov := range []string{"tcp", "shm"} {
 		rc, out, errs := runBin(t, bin, 60*time.Second, nil, "atomic", "-p", prov, "-n", "50", "-w", "8")
 		if rc != 0 {
 			t.Fatalf("%s: exit %d\n%s\n%s", prov, rc, out, errs)
