@@ -35,10 +35,13 @@
 // MR.Bytes(); 1- and 2-byte integers, floats and the 8-byte complex type
 // use compare-and-swap loops on the aligned word that contains them;
 // 16-byte types (DoubleComplex, Int128, Uint128) are executed only by the
-// target process, under a lock striped by address (Table.Lock16). Atomics
-// on one location are therefore atomic with respect to each other whoever
-// executes them. See package fi's Atomic documentation for the ordering
-// promised between atomics and RMA writes.
+// target process, under a lock striped by address shared by every table of
+// the process (Table.Lock16), so memory served by several endpoints (a shm
+// and a tcp one) is still serialised. Atomics on one location are
+// therefore atomic with respect to each other whoever executes them: the
+// tcp event loop, the shm executor, or a shm initiator on its mapping of
+// AllocMR memory (never for 16-byte types). See package fi's Atomic
+// documentation for the ordering promised between atomics and RMA writes.
 //
 // # Trust
 //

@@ -11,7 +11,11 @@
 // goes, rendezvous by single copy or through the rings, blocking progress
 // on the region's doorbell, and the listing and removal of dead owners'
 // files (Scan, Reap) that perftest shm-gc uses. Rings themselves (package
-// ring) are placed in segments created here.
+// ring) are placed in segments created here. One-sided operations (RMA
+// and atomics, rma.go) are done by the initiator on AllocMR memory it maps
+// (atomics with the element kernels of package dtype/kernel, rma_atomic.go),
+// by process_vm_writev/readv, or by the target's executor goroutine
+// (rmachan.go), all checked through package rma's key table.
 //
 // One-sided operations (rma.go, rmasvc.go, rmachan.go): an endpoint that
 // serves RMA publishes a service segment next to its region (its key
