@@ -220,7 +220,7 @@ func collCases(n int, seed uint64, per int) []colltest.Case {
 // endpoints (one goroutine per rank, one domain each), on group sizes
 // that are and are not powers of two.
 func TestCollectives_InProcess(t *testing.T) {
-	for _, prov := range []string{"shm", "tcp"} {
+	for _, prov := range collProvs() {
 		for _, n := range []int{1, 3, 4} {
 			t.Run(fmt.Sprintf("%s/ranks%d", prov, n), func(t *testing.T) {
 				shmTestDir(t)
@@ -244,7 +244,7 @@ func TestCollectives_InProcess(t *testing.T) {
 }
 
 func TestGetInfo_AdvertisesCollective(t *testing.T) {
-	for _, prov := range []string{"shm", "tcp"} {
+	for _, prov := range collProvs() {
 		h := AllocInfo()
 		h.Caps = Collective
 		h.FabricAttr.ProvName = prov
@@ -262,7 +262,12 @@ func TestGetInfo_AdvertisesCollective(t *testing.T) {
 // element size, unsupported ones give ErrOpNotSupp.
 func TestQueryCollective(t *testing.T) {
 	shmTestDir(t)
-	n := openNode(t, "shm", nodeCfg{caps: collCaps})
+	for _, prov := range collProvs() {
+		t.Run(prov, func(t *testing.T) { queryCollective(t, openNode(t, prov, nodeCfg{caps: collCaps})) })
+	}
+}
+
+func queryCollective(t *testing.T, n *node) {
 	for c := CollBarrier; c <= CollGather; c++ {
 		for dt := Int8; dt <= Float8E5M2; dt++ {
 			for op := OpMin; op <= OpBXor; op++ {
@@ -511,4 +516,17 @@ func TestCollectives_Sread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// collProvs are the providers the collective tests run on: shm, tcp and,
+// when the build offers it, the linked shm+tcp.
+func collProvs() []string {
+	hints := AllocInfo()
+	hints.EpAttr.Type = EpRDM
+	hints.Caps = collCaps
+	hints.FabricAttr.ProvName = "shm+tcp"
+	if _, err := GetInfo(Version(2, 0), "", "", 0, hints); err == nil {
+		return []string{"shm", "tcp", "shm+tcp"}
+	}
+	return []string{"shm", "tcp"}
 }
