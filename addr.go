@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gofi-dev/fi/internal/addrstr"
 	"github.com/gofi-dev/fi/internal/sockaddr"
 	"github.com/gofi-dev/fi/internal/tostr"
 )
@@ -20,7 +21,7 @@ import (
 // for addresses copied from C.
 
 // maxAddrStrLen bounds the FI_ADDR_STR strings gofi parses.
-const maxAddrStrLen = 4096
+const maxAddrStrLen = addrstr.MaxLen
 
 // StrAddr is a parsed FI_ADDR_STR address. The zero value is invalid (it
 // has no Format). Plain data: safe to copy and to read concurrently, not to
@@ -98,116 +99,22 @@ func IsAddrStr(s string) bool {
 // literal. Errors are ErrInval wrapped with the reason; ParseAddrStr never
 // panics. Safe for concurrent use.
 func ParseAddrStr(s string) (StrAddr, error) {
-	const op = "ParseAddrStr"
-	var a StrAddr
-	if len(s) > maxAddrStrLen {
-		return a, opErr(op, ErrInval, "address longer than %d bytes", maxAddrStrLen)
+	p, err := addrstr.Parse(s)
+	if err != nil {
+		return StrAddr{}, inval("ParseAddrStr", err)
 	}
-	s = strings.TrimSuffix(s, "\x00")
-	format, rest, hasRest := strings.Cut(s, "://")
-	if !validToken(format) {
-		return a, opErr(op, ErrInval, "bad address format %q", format)
-	}
-	a.Format = format
-	if !hasRest {
-		return a, nil
-	}
-	// node
-	if strings.HasPrefix(rest, "[") {
-		end := strings.IndexByte(rest, ']')
-		if end < 0 {
-			return StrAddr{}, opErr(op, ErrInval, "unterminated '[' in %q", s)
-		}
-		lit := rest[1:end]
-		if _, err := netip.ParseAddr(lit); err != nil {
-			return StrAddr{}, opErr(op, ErrInval, "bracketed node %q is not an IP address", lit)
-		}
-		a.Node = lit
-		rest = rest[end+1:]
-	} else {
-		end := strings.IndexAny(rest, ":/?")
-		if end < 0 {
-			end = len(rest)
-		}
-		a.Node = rest[:end]
-		rest = rest[end:]
-		if !validPart(a.Node) {
-			return StrAddr{}, opErr(op, ErrInval, "bad node %q", a.Node)
-		}
-	}
-	if strings.HasPrefix(rest, "/") {
-		return StrAddr{}, opErr(op, ErrInval, "fields need a ':' before them in %q", s)
-	}
-	// service and fields
-	if strings.HasPrefix(rest, ":") {
-		rest = rest[1:]
-		end := strings.IndexAny(rest, "/?")
-		if end < 0 {
-			end = len(rest)
-		}
-		a.Service = rest[:end]
-		rest = rest[end:]
-		if !validPart(a.Service) {
-			return StrAddr{}, opErr(op, ErrInval, "bad service %q", a.Service)
-		}
-		for strings.HasPrefix(rest, "/") {
-			rest = rest[1:]
-			end := strings.IndexAny(rest, "/?")
-			if end < 0 {
-				end = len(rest)
-			}
-			f := rest[:end]
-			rest = rest[end:]
-			if !validPart(f) {
-				return StrAddr{}, opErr(op, ErrInval, "bad field %q", f)
-			}
-			a.Fields = append(a.Fields, f)
-		}
-	}
-	// parameters
-	if strings.HasPrefix(rest, "?") {
-		rest = rest[1:]
-		if rest != "" {
-			for kv := range strings.SplitSeq(rest, "&") {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" || !validPart(k) || !validPart(v) || strings.Contains(v, "=") {
-					return StrAddr{}, opErr(op, ErrInval, "bad parameter %q (want key=value)", kv)
-				}
-				a.Params = append(a.Params, AddrParam{Key: k, Value: v})
-			}
-		}
-		rest = ""
-	}
-	if rest != "" {
-		return StrAddr{}, opErr(op, ErrInval, "unexpected %q in %q", rest, s)
+	a := StrAddr{Format: p.Format, Node: p.Node, Service: p.Service, Fields: p.Fields}
+	for _, kv := range p.Params {
+		a.Params = append(a.Params, AddrParam(kv))
 	}
 	return a, nil
 }
 
-// validToken reports whether s is a non-empty [A-Za-z0-9_]+ token.
-func validToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
+// inval reports an error of the internal parsers as ErrInval of op.
+func inval(op string, err error) error { return opErr(op, ErrInval, "%v", err) }
 
 // validPart reports whether s holds no separator, space or control byte.
-func validPart(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c <= ' ' || c == 0x7f || strings.IndexByte(":/?[]&", c) >= 0 {
-			return false
-		}
-	}
-	return true
-}
+func validPart(s string) bool { return addrstr.ValidPart(s) }
 
 // FormatAddrStr formats a as an FI_ADDR_STR string; ParseAddrStr of the
 // result gives a back. A node holding ':' (an IPv6 literal) is bracketed.

@@ -3,10 +3,10 @@ package fi
 import (
 	"context"
 	"encoding/binary"
-	"math/bits"
 	"net"
 	"net/netip"
-	"strconv"
+
+	"github.com/gofi-dev/fi/internal/addrstr"
 )
 
 // Address validation and the node/service forms of AV insertion
@@ -237,16 +237,16 @@ func (av *AV) expandSym(op, node string, nodecnt int, service string, svccnt int
 			return nil, opErr(op, ErrInval, "ports %d+%d run past 65535", ap.Port(), svccnt)
 		}
 		s.port = ap.Port()
-		ips, err := ipRange(op, ap.Addr(), nodecnt)
+		ips, err := addrstr.IPRange(ap.Addr(), nodecnt)
 		if err != nil {
-			return nil, err
+			return nil, inval(op, err)
 		}
 		s.ips = ips
 		return s, av.checkFamily(op, s.ips[0])
 	}
-	port, err := avPort(op, service, svccnt)
+	port, err := addrstr.Port(service, svccnt)
 	if err != nil {
-		return nil, err
+		return nil, inval(op, err)
 	}
 	s.port = port
 	switch ip, perr := netip.ParseAddr(node); {
@@ -255,13 +255,13 @@ func (av *AV) expandSym(op, node string, nodecnt int, service string, svccnt int
 		if av.format == SockaddrIn6 {
 			lo = netip.IPv6Loopback()
 		}
-		s.ips, err = ipRange(op, lo, nodecnt)
+		s.ips, err = addrstr.IPRange(lo, nodecnt)
 	case perr == nil:
-		s.ips, err = ipRange(op, ip.Unmap(), nodecnt)
+		s.ips, err = addrstr.IPRange(ip.Unmap(), nodecnt)
 	default:
-		names, nerr := suffixRange(op, node, nodecnt)
+		names, nerr := addrstr.SuffixRange(node, nodecnt)
 		if nerr != nil {
-			return nil, nerr
+			return nil, inval(op, nerr)
 		}
 		if flags&NumericHost != 0 {
 			return nil, opErr(op, ErrInval, "node %q is not numeric and FI_NUMERICHOST was given", node)
@@ -275,7 +275,7 @@ func (av *AV) expandSym(op, node string, nodecnt int, service string, svccnt int
 		}
 	}
 	if err != nil {
-		return nil, err
+		return nil, inval(op, err)
 	}
 	return s, av.checkFamily(op, s.ips[0])
 }
@@ -318,7 +318,7 @@ func (av *AV) expandShm(op string, s *symAddrs, node string, nodeStr *StrAddr, s
 		if s.svcs != 1 {
 			return opErr(op, ErrInval, "svccnt %d with an fi_shm:// node (it carries no service)", s.svcs)
 		}
-		names, err = suffixRange(op, nodeStr.Node, s.nodes)
+		names, err = addrstr.SuffixRange(nodeStr.Node, s.nodes)
 	default:
 		if node != "" {
 			if err := shmLocalNode(node, false); err != nil {
@@ -331,10 +331,10 @@ func (av *AV) expandShm(op string, s *symAddrs, node string, nodeStr *StrAddr, s
 		if service == "" {
 			return opErr(op, ErrInval, "shm needs an endpoint name as service (or an fi_shm:// node)")
 		}
-		names, err = suffixRange(op, service, s.svcs)
+		names, err = addrstr.SuffixRange(service, s.svcs)
 	}
 	if err != nil {
-		return err
+		return inval(op, err)
 	}
 	for _, n := range names {
 		if !validPart(n) || n == "" {
@@ -343,86 +343,4 @@ func (av *AV) expandShm(op string, s *symAddrs, node string, nodeStr *StrAddr, s
 		s.names = append(s.names, FormatAddrStr(StrAddr{Format: shmAddrPrefix, Node: n}))
 	}
 	return nil
-}
-
-// avPort parses service as the first of svccnt ports.
-func avPort(op, service string, svccnt int) (uint16, error) {
-	if service == "" {
-		return 0, opErr(op, ErrInval, "a service (port) is needed")
-	}
-	var p uint64
-	if n, err := strconv.ParseUint(service, 10, 16); err == nil {
-		p = n
-	} else if n, err := net.LookupPort("tcp", service); err == nil {
-		p = uint64(n)
-	} else {
-		return 0, opErr(op, ErrInval, "unknown service %q", service)
-	}
-	if p+uint64(svccnt)-1 > 65535 {
-		return 0, opErr(op, ErrInval, "ports %d+%d run past 65535", p, svccnt)
-	}
-	return uint16(p), nil
-}
-
-// ipRange returns ip and its n-1 successors, counting the address as one
-// number (IPv4 32-bit, IPv6 128-bit), so 10.1.1.255 + 1 is 10.1.2.0. Running
-// past the last address is ErrInval.
-func ipRange(op string, ip netip.Addr, n int) ([]netip.Addr, error) {
-	out := make([]netip.Addr, 0, n)
-	hi, lo := ipWords(ip)
-	zone := ip.Zone()
-	for k := 0; k < n; k++ {
-		var x netip.Addr
-		if ip.Is4() {
-			if lo > 0xffffffff {
-				return nil, opErr(op, ErrInval, "%d addresses from %v run past 255.255.255.255", n, ip)
-			}
-			var b [4]byte
-			binary.BigEndian.PutUint32(b[:], uint32(lo))
-			x = netip.AddrFrom4(b)
-		} else {
-			var b [16]byte
-			binary.BigEndian.PutUint64(b[:8], hi)
-			binary.BigEndian.PutUint64(b[8:], lo)
-			x = netip.AddrFrom16(b).WithZone(zone)
-		}
-		out = append(out, x)
-		var c uint64
-		lo, c = bits.Add64(lo, 1, 0)
-		hi, c = bits.Add64(hi, 0, c)
-		if c != 0 && k+1 < n {
-			return nil, opErr(op, ErrInval, "%d addresses from %v run past the last IPv6 address", n, ip)
-		}
-	}
-	return out, nil
-}
-
-// suffixRange returns name and its n-1 successors by its numeric suffix,
-// keeping the suffix's width (host09, host10). With n > 1 a name without a
-// numeric suffix is ErrInval.
-func suffixRange(op, name string, n int) ([]string, error) {
-	if n == 1 {
-		return []string{name}, nil
-	}
-	i := len(name)
-	for i > 0 && name[i-1] >= '0' && name[i-1] <= '9' {
-		i--
-	}
-	digits := name[i:]
-	if digits == "" {
-		return nil, opErr(op, ErrInval, "node %q has no numeric suffix but nodecnt is %d", name, n)
-	}
-	if len(digits) > 18 {
-		return nil, opErr(op, ErrInval, "numeric suffix of %q is too long", name)
-	}
-	v, _ := strconv.ParseUint(digits, 10, 64)
-	out := make([]string, n)
-	for k := range out {
-		s := strconv.FormatUint(v+uint64(k), 10)
-		for len(s) < len(digits) {
-			s = "0" + s
-		}
-		out[k] = name[:i] + s
-	}
-	return out, nil
 }

@@ -2,7 +2,6 @@ package fi
 
 import (
 	"errors"
-	"net/netip"
 
 	"github.com/gofi-dev/fi/internal/avstore"
 )
@@ -47,5 +46,3 @@ func storeErr(err error) error {
 	}
 	return err
 }
-
-func ipWords(ip netip.Addr) (hi, lo uint64) { return avstore.IPWords(ip) }

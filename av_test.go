@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/gofi-dev/fi/internal/addrstr"
 )
 
 // openAVFmt opens an AV on a domain of provider prov whose info uses
@@ -428,7 +430,7 @@ func TestInsertSym_HostNameSuffix(t *testing.T) {
 	if s := fmt.Sprint(symStrs(t, av, got)); s != want {
 		t.Fatalf("got %s\nwant %s", s, want)
 	}
-	names, _ := suffixRange("", "host09", 3)
+	names, _ := addrstr.SuffixRange("host09", 3)
 	if fmt.Sprint(names) != "[host09 host10 host11]" {
 		t.Fatalf("suffix width: %v", names)
 	}

@@ -217,7 +217,7 @@ func (n *Named) InsertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bo
 	if err != nil {
 		return 0, false
 	}
-	hi, lo := IPWords(ip)
+	hi, lo := sockaddr.Words(ip)
 	le := binary.LittleEndian
 	b := n.m[OffRanges+cnt*RangeSize : OffRanges+(cnt+1)*RangeSize]
 	clear(b)
@@ -613,8 +613,8 @@ func (n *Named) Remove(i uint64) {
 // Count returns the number of entries in use.
 func (n *Named) Count() int { return int(min(uint64(n.u32(OffLive).Load()), n.cap)) }
 
-// SetKey makes Find compare key(address) instead of the address bytes
-// (see Table.SetKey). Call it right after OpenNamed.
+// SetKey makes Find compare key(stored address) with its argument, which
+// the caller keys itself (see Table.SetKey). Call it right after OpenNamed.
 func (n *Named) SetKey(key func([]byte) []byte) {
 	n.revMu.Lock()
 	n.key, n.revOK = key, false
@@ -645,11 +645,7 @@ func (n *Named) Find(addr []byte) (uint64, bool) {
 		}
 		n.revGen, n.revOK = g, true
 	}
-	k := addr
-	if n.key != nil {
-		k = n.key(addr)
-	}
-	if i, ok := n.rev[string(k)]; ok {
+	if i, ok := n.rev[string(addr)]; ok { // addr is keyed by the caller (SetKey)
 		return i, true
 	}
 	for _, r := range n.ranges() {

@@ -95,8 +95,10 @@ type Table struct {
 	key func([]byte) []byte
 }
 
-// SetKey makes Find compare key(address) instead of the address bytes.
-// Call it before the first Insert.
+// SetKey makes Find compare key(stored address) with its argument, which
+// the caller keys itself (a direct call to the key function keeps a probe
+// on the caller's stack: one passed through a func value would escape to
+// the heap on every lookup). Call it before the first Insert.
 func (t *Table) SetKey(key func([]byte) []byte) { t.key = key }
 
 // k is the reverse index's view of address b.
@@ -286,7 +288,9 @@ func (t *Table) stored(i uint64) []byte {
 	return b
 }
 
-func (t *Table) hash(b []byte) uint64 { return maphash.Bytes(t.seed, t.k(b)) }
+// hash hashes the key of a stored entry b; hashKey a key.
+func (t *Table) hash(b []byte) uint64    { return t.hashKey(t.k(b)) }
+func (t *Table) hashKey(k []byte) uint64 { return maphash.Bytes(t.seed, k) }
 
 func (t *Table) revAdd(i uint64) {
 	if (t.used+t.tombs+1)*4 > len(t.slots)*3 {
@@ -346,9 +350,9 @@ func (t *Table) rehash() {
 func (t *Table) Find(addr []byte) (uint64, bool) {
 	if len(t.slots) > 0 {
 		mask := uint64(len(t.slots) - 1)
-		for h := t.hash(addr) & mask; t.slots[h] != 0; h = (h + 1) & mask {
+		for h := t.hashKey(addr) & mask; t.slots[h] != 0; h = (h + 1) & mask {
 			s := t.slots[h]
-			if s != avTomb && bytes.Equal(t.k(t.stored(uint64(s-1))), t.k(addr)) {
+			if s != avTomb && bytes.Equal(t.k(t.stored(uint64(s-1))), addr) {
 				return uint64(s - 1), true
 			}
 		}
@@ -357,16 +361,6 @@ func (t *Table) Find(addr []byte) (uint64, bool) {
 		return t.rangeFind(addr)
 	}
 	return 0, false
-}
-
-// IPWords turns ip into a 128-bit number.
-func IPWords(ip netip.Addr) (hi, lo uint64) {
-	if ip.Is4() {
-		a := ip.As4()
-		return 0, uint64(binary.BigEndian.Uint32(a[:]))
-	}
-	a := ip.As16()
-	return binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
 }
 
 // InsertRange stores nodes x svcs addresses as one compact range, when
@@ -386,7 +380,7 @@ func (t *Table) InsertRange(base netip.AddrPort, nodes, svcs uint64) (uint64, bo
 		return 0, false
 	}
 	r := avRange{start: hw, n: n, svcs: svcs, is4: ip.Is4(), port: base.Port()}
-	r.hi, r.lo = IPWords(ip)
+	r.hi, r.lo = sockaddr.Words(ip)
 	scope, err := sockaddr.Scope(ip)
 	if err != nil {
 		return 0, false
@@ -461,7 +455,7 @@ func (r *avRange) index(addr []byte) (uint64, bool) {
 	if err != nil || r.svcs == 0 || ap.Addr().Is4() != r.is4 {
 		return 0, false
 	}
-	hi, lo := IPWords(ap.Addr())
+	hi, lo := sockaddr.Words(ap.Addr())
 	dlo, b := bits.Sub64(lo, r.lo, 0)
 	dhi := hi - r.hi - b
 	if dhi != 0 || dlo >= r.n/r.svcs {

@@ -93,3 +93,13 @@ func Decode(b []byte) (netip.AddrPort, error) {
 		return netip.AddrPort{}, invalid("address family %d is neither AF_INET nor AF_INET6", fam)
 	}
 }
+
+// Words returns ip as a 128-bit number (IPv4 in lo).
+func Words(ip netip.Addr) (hi, lo uint64) {
+	if ip.Is4() {
+		a := ip.As4()
+		return 0, uint64(binary.BigEndian.Uint32(a[:]))
+	}
+	a := ip.As16()
+	return binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+}
