@@ -1,6 +1,9 @@
 package coll
 
 import (
+	"os"
+	"strconv"
+
 	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/dtype/kernel"
 	"github.com/gofi-dev/fi/engine"
@@ -53,9 +56,27 @@ import (
 
 // ShmFoldMax: an allreduce or reduce of at most this many bytes (in the
 // reduction's datatype) over shared memory runs in one phase, each rank
-// folding every slot; above it, in parallel slices. A variable so tests
-// and benchmarks can force either side.
-var ShmFoldMax = 16 << 10
+// folding every slot; above it, in parallel slices (two phases per
+// chunk). A variable so tests and benchmarks can force either side.
+//
+// Measured with perftest coll (float32 SUM, 2 vCPUs, load 22-23,
+// alternating runs, p50 us fold / slices): 2 ranks spinning 1 KiB
+// 1.9-2.0 / 2.5, 4 KiB 3.4 / 3.6-4.1, 16 KiB 7.6 / 7.7, 64 KiB 25 / 24;
+// 4 ranks on the 2 vCPUs 1 KiB 79-171 / 229-349, 64 KiB 120-174 /
+// 325-392. Folding pays up to 64 KiB (the phase it saves costs most when
+// ranks share CPUs), slices beyond.
+var ShmFoldMax = envInt(ShmFoldEnv, 64<<10)
+
+// ShmFoldEnv names the environment variable that sets ShmFoldMax (bytes),
+// for measuring where the switch pays.
+const ShmFoldEnv = "GOFI_COLL_SHM_FOLD_MAX"
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}
 
 // shmKind says what an actShm step does.
 type shmKind uint8
