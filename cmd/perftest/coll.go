@@ -42,6 +42,8 @@ import (
 	"time"
 
 	"github.com/gofi-dev/fi"
+	"github.com/gofi-dev/fi/dtype"
+	"github.com/gofi-dev/fi/dtype/kernel"
 	"github.com/gofi-dev/fi/launch"
 )
 
@@ -733,8 +735,12 @@ func medianDur(d []time.Duration) float64 {
 // printColl writes OSU's table per collective and adds the results to rep.
 func printColl(w io.Writer, job *launch.Job, o *collOpts, all []collRank, rep *Report, load string) {
 	ranks := job.Size()
-	fmt.Fprintf(w, "# perftest coll: %d ranks (%d on this host) on %s, launcher %s, wait %s; %d CPUs, load %s\n",
-		ranks, job.LocalSize(), o.prov, job.Launcher(), o.wait, runtime.NumCPU(), load)
+	isa := kernel.Vector(dtype.Float, dtype.Sum)
+	if isa == "" {
+		isa = "portable Go"
+	}
+	fmt.Fprintf(w, "# perftest coll: %d ranks (%d on this host) on %s, launcher %s, wait %s; %d CPUs, load %s; reduction kernels %s\n",
+		ranks, job.LocalSize(), o.prov, job.Launcher(), o.wait, runtime.NumCPU(), load, isa)
 	printPlacement(w, rep.Placement, rep.PlacementEnd)
 	fmt.Fprintf(w, "# CPUs allowed per rank:")
 	for _, r := range all {
