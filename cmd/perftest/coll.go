@@ -130,7 +130,7 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	iters := fs.String("I", "", "timed calls per size (default 1000, 100 above 8 KiB)")
 	warm := fs.String("x", "", "warm-up calls per size (default 200, 10 above 8 KiB)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up on a collective that has not completed after this long")
-	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin, yield or sread (default spin, yield when there are more ranks than CPUs)")
+	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin, yield or sread (default spin, sread when there are more ranks than CPUs)")
 	fs.BoolVar(&o.check, "check", true, "check one result of every collective and size")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
@@ -298,13 +298,13 @@ func collMain(o *collOpts, stdout, stderr io.Writer) int {
 	}
 	if o.wait == "" {
 		// More ranks than CPUs: a spinning rank holds a CPU another rank
-		// needs to arrive (tens of ms per call at 4 ranks on 2 CPUs), and
-		// CQ.Sread sleeps through shared-memory arrivals, which ring no
-		// doorbell (~10 ms per call); spinning with sched_yield gives
-		// the CPU away and still sees arrivals at once.
+		// needs to arrive. Measured at 4 ranks on 2 CPUs (load 58-61):
+		// barrier p50 59 us with sread (the last rank to arrive at a
+		// shared-memory phase wakes the sleepers), 6.8 ms with yield,
+		// tens of ms with spin.
 		o.wait = "spin"
 		if job.LocalSize() > runtime.NumCPU() {
-			o.wait = "yield"
+			o.wait = "sread"
 		}
 	}
 	var place *Placement
