@@ -129,8 +129,8 @@ json() {
 	awk -v tool="$1" -v n="$2" 'BEGIN {printf "{\"tool\": \"coll.sh\", \"command\": \"coll\", \"results\": ["}
 		{if (NR > 1) printf ","
 		 bw = ($1 == "allreduce" && $3 > 0) ? $2 / $3 : 0
-		 printf "\n  {\"tool\": \"%s\", \"test\": \"%s\", \"provider\": \"shm\", \"mode\": \"%d ranks\", \"size\": %d, \"iterations\": 0, \"seconds\": 0, \"usec_per_xfer\": %s, \"p50_usec\": %s, \"mb_per_sec\": %s, \"ranks\": %d}",
-			tool, $1, n, $2, $3, $4, bw, n}
+		 printf "\n  {\"tool\": \"%s\", \"test\": \"%s\", \"provider\": \"%s\", \"mode\": \"%d ranks\", \"size\": %d, \"iterations\": 0, \"seconds\": 0, \"usec_per_xfer\": %s, \"p50_usec\": %s, \"mb_per_sec\": %s, \"ranks\": %d}",
+			tool, (tool == "gofi") ? "shm" : "", $1, n, $2, $3, $4, bw, n}
 		END {print "\n]}"}' "$tmp/med.$1.$2"
 }
 if [ -n "$plots" ]; then
