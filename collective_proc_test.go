@@ -66,19 +66,20 @@ func (j *collJob) run() error {
 		return err
 	}
 	if j.r.rank == j.kill {
-		// Give the others time to be in the middle of it, then die
-		// without closing anything. On shm (and shm+tcp on one host) the
-		// post has made this rank arrive at the first phase of the
-		// shared-memory allreduce; progress might finish the whole of it
-		// before the others wait, so it dies without any.
+		// Die without closing anything and without any progress after the
+		// post (which sent the first round, or arrived at the first
+		// shared-memory phase): progress might let this rank finish its
+		// part before it goes, and the others legitimately complete.
 		time.Sleep(50 * time.Millisecond)
-		for k := 0; k < 1000 && j.r.prov == "tcp"; k++ {
-			j.r.txcq.Read(nil)
-		}
 		os.Exit(0)
 	}
 	start := time.Now()
-	_, err := j.r.waitColl(30 * time.Second)
+	var err error
+	if j.r.rank%2 == 1 {
+		err = j.r.sreadColl(30 * time.Second) // asleep between progress passes
+	} else {
+		_, err = j.r.waitColl(30 * time.Second)
+	}
 	switch {
 	case err == nil:
 		return fmt.Errorf("rank %d: the collective a rank died in completed successfully", j.r.rank)
@@ -210,4 +211,27 @@ func TestCollectives_RankKilled(t *testing.T) {
 			runCollJob(t, prov, 4, 2, 11)
 		})
 	}
+}
+
+// sreadColl waits in Sread for one collective completion and returns its
+// error (nil for success).
+func (r *collRank) sreadColl(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	var buf [1]CQEntry
+	for time.Now().Before(deadline) {
+		k, err := r.txcq.Sread(buf[:], 100*time.Millisecond)
+		switch {
+		case k == 1:
+			return nil
+		case errors.Is(err, ErrAvail):
+			e, err := r.txcq.ReadErr()
+			if err != nil {
+				return err
+			}
+			return e.Err
+		case err != nil && !errors.Is(err, ErrAgain):
+			return err
+		}
+	}
+	return fmt.Errorf("rank %d: no collective completion within %v", r.rank, timeout)
 }
