@@ -3,6 +3,7 @@ package fi
 import (
 	"bytes"
 	"math"
+	"os"
 
 	"github.com/gofi-dev/fi/coll"
 	"github.com/gofi-dev/fi/dtype"
@@ -437,8 +438,14 @@ func (ep *Endpoint) Gather(buf []byte, count int, desc MRDesc, result []byte, re
 // and on the linked shm+tcp, the node's (members of a group on one node
 // share a region; on shm+tcp the nodes' representatives talk over tcp).
 func (ep *Endpoint) nodeKey() uint64 {
-	if fa := ep.info.FabricAttr; fa != nil && (fa.ProvName == shmName || fa.ProvName == "shm+tcp") {
+	switch fa := ep.info.FabricAttr; {
+	case fa == nil:
+	case fa.ProvName == shmName:
 		return coll.NodeKey()
+	case fa.ProvName == "shm+tcp":
+		// GOFI_LINK_DOMAIN tells processes of one host apart as if on
+		// different hosts: their groups then talk over tcp too.
+		return coll.NodeKeySalted(os.Getenv("GOFI_LINK_DOMAIN"))
 	}
 	return 0
 }

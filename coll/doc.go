@@ -78,7 +78,9 @@
 //
 // # Imports
 //
-// coll imports engine, transport, dtype, dtype/kernel, shm and ring; nothing in gofi
-// but the root package imports coll. It carries no compatibility promise:
-// only the root package fi is public.
+// coll imports engine, transport (and its optional Poker, to wake ranks
+// asleep in Sread), dtype, dtype/kernel and shm (segments for the
+// node-local regions); nothing in gofi but the root package imports coll.
+// It carries no compatibility promise: only the root package fi is
+// public.
 package coll

@@ -122,7 +122,12 @@ type region struct {
 // their own tmpfs, get different keys) and the user. Members of a group
 // whose keys are equal (and not 0) share node-local regions. 0 when it
 // cannot be determined.
-func NodeKey() uint64 {
+func NodeKey() uint64 { return NodeKeySalted("") }
+
+// NodeKeySalted is NodeKey with salt mixed in: processes that share
+// memory but are told apart by salt (a linked endpoint's domain override,
+// which makes them talk over tcp) get different keys.
+func NodeKeySalted(salt string) uint64 {
 	var st unix.Stat_t
 	if err := unix.Stat(shm.Dir(), &st); err != nil {
 		return 0
@@ -142,6 +147,7 @@ func NodeKey() uint64 {
 	mix(w[:])
 	binary.LittleEndian.PutUint64(w[:], uint64(os.Geteuid()))
 	mix(w[:])
+	mix([]byte(salt))
 	if h == 0 {
 		h = 1
 	}
