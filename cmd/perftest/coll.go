@@ -290,6 +290,15 @@ func collMain(o *collOpts, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "perftest coll: %v\n", err)
 		return 1
 	}
+	if job.Rank() == 0 { // -cpuprofile, -memprofile: rank 0's
+		stop, err := o.common.startProfile()
+		if err != nil {
+			fmt.Fprintf(stderr, "perftest coll: %v\n", err)
+			job.Abort(1, "perftest coll: rank 0 cannot profile")
+			return 1
+		}
+		defer stop()
+	}
 	if o.prov == "" {
 		o.prov = "shm"
 		if job.LocalSize() < job.Size() {
