@@ -78,9 +78,13 @@ func (k *epCntrs) all() []*Cntr {
 	return []*Cntr{k.send, k.recv, k.read, k.write, k.remoteRead, k.remoteWrite}
 }
 
-// enable makes the counters drive the endpoint's progress.
+// enable makes the counters of local operations drive the endpoint's
+// progress. RemoteRead and RemoteWrite counters are counted by whoever
+// executes a peer's operation (the tcp event loop, a shm initiator or
+// executor) without this endpoint's progress, so their Wait sleeps on the
+// counter itself and wakes at the count.
 func (k *epCntrs) enable(e *engine.Endpoint) {
-	for _, c := range k.all() {
+	for _, c := range []*Cntr{k.send, k.recv, k.read, k.write} {
 		if c != nil {
 			c.addEp(e)
 		}
