@@ -142,7 +142,7 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	}
 	var err error
 	for _, c := range strings.Split(*cs, ",") {
-		if !slicesContains(collNames, c) {
+		if !slices.Contains(collNames, c) {
 			return usageErr(stderr, "coll", fmt.Errorf("-c: unknown collective %q (want %s)", c, strings.Join(collNames, ", ")))
 		}
 		o.colls = append(o.colls, c)
@@ -248,15 +248,6 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return st
-}
-
-func slicesContains(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // parseRange parses OSU's -m: "max" or "min:max", every power of two
