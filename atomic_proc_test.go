@@ -421,10 +421,9 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 // provider's paths, and with shm and tcp children on the same word at
 // once.
 func TestAtomic_Processes(t *testing.T) {
-	runs := map[string][]string{"mixed": {"shm", "tcp", "shm"}}
-	for _, spec := range atomicProviders {
-		runs[spec] = []string{spec, spec, spec}
-	}
+	// shm-reg's executor path is in these runs already (the 16-byte
+	// adds of shm children), so it gets no run of its own: CI time.
+	runs := map[string][]string{"mixed": {"shm", "tcp", "shm"}, "tcp": {"tcp", "tcp", "tcp"}, "shm": {"shm", "shm", "shm"}}
 	for name, specs := range runs {
 		t.Run(name, func(t *testing.T) {
 			runAtomicProcs(t, specs, 10000, 100)
