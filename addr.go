@@ -69,6 +69,7 @@ var addrStrFormats = map[string]AddrFormat{
 	"fi_addr_cxi":     AddrCXI,
 	"fi_addr_str":     AddrStr,
 	"fi_shm":          AddrStr, // the shm provider's native format is the string itself
+	"fi_link":         AddrStr, // the linked shm+tcp provider's (package link)
 }
 
 // AddrFormat returns the address format named by a's prefix

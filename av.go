@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+
+	flink "github.com/gofi-dev/fi/link"
 )
 
 // Addr is a fabric address (fi_addr_t): an index into an address vector,
@@ -189,12 +191,18 @@ func (d *Domain) OpenAV(attr *AVAttr) (*AV, error) {
 			return nil, err
 		}
 		av.named = n
+		if av.prov == linkName {
+			n.SetKey(flink.RouteKey)
+		}
 	} else {
 		hint := a.Count
 		if hint == 0 {
 			hint = a.EpPerNode
 		}
 		av.tab = newAVTable(av.format, hint)
+		if av.prov == linkName {
+			av.tab.SetKey(flink.RouteKey)
+		}
 	}
 	av.attr = a
 	if attr != nil {
@@ -207,10 +215,12 @@ func (d *Domain) OpenAV(attr *AVAttr) (*AV, error) {
 }
 
 // avFormat picks the AV's address format from the domain's: tcp without a
-// format uses Sockaddr (IPv4 or IPv6), shm AddrStr.
+// format uses Sockaddr (IPv4 or IPv6), shm AddrStr; shm+tcp always AddrStr.
 func avFormat(f AddrFormat, prov string) AddrFormat {
-	switch f {
-	case SockaddrIn, SockaddrIn6, Sockaddr, AddrStr:
+	switch {
+	case prov == linkName:
+		return AddrStr
+	case f == SockaddrIn, f == SockaddrIn6, f == Sockaddr, f == AddrStr:
 		return f
 	}
 	if prov == shmName {

@@ -49,6 +49,9 @@ func canonAddr(f AddrFormat, prov string, raw []byte, scratch []byte) ([]byte, e
 		}
 		return nil, opErr(op, ErrInval, "address family %d does not fit the AV's format %v", fam, f)
 	case AddrStr:
+		if prov == linkName {
+			return linkCanon(raw)
+		}
 		if len(raw) > maxAddrStrLen {
 			return nil, opErr(op, ErrInval, "address longer than %d bytes", maxAddrStrLen)
 		}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	flink "github.com/gofi-dev/fi/link"
 	"github.com/gofi-dev/fi/shm"
 )
 
@@ -36,6 +37,11 @@ type provCase struct {
 var provCases = map[string]provCase{
 	"shm": {prov: "shm", eager: shm.DefaultMaxEager, setup: shmTestDir},
 	"tcp": {prov: "tcp", eager: 16 << 10},
+	// the linked endpoint with its peer on this host (routed over shm),
+	// and with a peer claiming another shared-memory domain (over tcp).
+	"shm+tcp": {prov: linkName, eager: shm.DefaultMaxEager, setup: shmTestDir},
+	"shm+tcp_remote": {prov: linkName, eager: 16 << 10, setup: shmTestDir,
+		peerWrap: []string{"env", flink.DomainEnv + "=00000000000000ff"}},
 	// shm with single copy (process_vm_readv) off: rendezvous payloads
 	// stream through the rings in segments, as on kernels that refuse it.
 	"shm_segments": {prov: "shm", eager: shm.DefaultMaxEager, setup: func(t *testing.T) {
@@ -62,6 +68,10 @@ func shmTestDir(t *testing.T) {
 func TestConformance_shm(t *testing.T) { runConformance(t, "shm") }
 
 func TestConformance_tcp(t *testing.T) { runConformance(t, "tcp") }
+
+func TestConformance_link(t *testing.T) { runConformance(t, "shm+tcp") }
+
+func TestConformance_link_remote(t *testing.T) { runConformance(t, "shm+tcp_remote") }
 
 func TestConformance_shm_segments(t *testing.T) { runConformance(t, "shm_segments") }
 

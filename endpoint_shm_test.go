@@ -33,7 +33,7 @@ func openE2EWait(t *testing.T, prov string, caps Flags, wait WaitObj) *shmNode {
 	hints.EpAttr.Type = EpRDM
 	hints.FabricAttr.ProvName = prov
 	node := ""
-	if prov == "tcp" {
+	if prov == "tcp" || prov == linkName {
 		node = "127.0.0.1"
 	}
 	infos, err := GetInfo(Version(2, 0), node, "", 0, hints)

@@ -3,6 +3,7 @@ package fi
 import (
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 )
 
@@ -111,7 +112,10 @@ const getInfoFlags = NumericHost | Source | ProvAttrOnly
 //
 // The environment variable FI_PROVIDER ("shm,tcp", "^tcp") and
 // hints.FabricAttr.ProvName (layered names such as "ofi_rxm;tcp" accepted)
-// restrict the providers. Candidates are checked in libfabric's order:
+// restrict the providers. The linked provider "shm+tcp" (one endpoint: shm
+// to peers on this host, tcp to the others) is offered when asked for: by
+// either of those naming it, or by hints.Caps holding both LocalComm and
+// RemoteComm, which puts it first. Candidates are checked in libfabric's order:
 // fabric and domain names, endpoint type, capabilities, required modes,
 // address format, domain levels (threading, progress, ...), then size
 // limits. When nothing matches, the result is nil and the error wraps
@@ -150,7 +154,7 @@ func GetInfo(version uint32, node, service string, flags Flags, hints *Info) ([]
 		return nil, err
 	}
 	req.hints = h
-	provs := selectProviders(hints)
+	provs := selectProviders(hints, flags&ProvAttrOnly != 0)
 	if flags&ProvAttrOnly != 0 {
 		if len(provs) == 0 {
 			return nil, opErr(op, ErrNoData, "no provider selected (FI_PROVIDER or ProvName)")
@@ -193,7 +197,19 @@ func GetInfo(version uint32, node, service string, flags Flags, hints *Info) ([]
 		}
 		return nil, opErr(op, ErrNoData, "no match: %s", strings.Join(reasons, "; "))
 	}
+	if hints != nil && hints.Caps&(LocalComm|RemoteComm) == LocalComm|RemoteComm {
+		linkedFirst(out)
+	}
 	return out, nil
+}
+
+// linkedFirst moves the linked shm+tcp infos to the front, in order: they
+// serve hints asking for local and remote communication best (one
+// endpoint, shm to local peers). Otherwise they follow shm and tcp.
+func linkedFirst(out []*Info) {
+	sort.SliceStable(out, func(i, j int) bool {
+		return out[i].FabricAttr.ProvName == linkName && out[j].FabricAttr.ProvName != linkName
+	})
 }
 
 // detailOf returns the detail of an *OpError, or its text.

@@ -304,7 +304,7 @@ func TestGetInfo_LocalRemoteCommSelection(t *testing.T) {
 		{"neither: both, shm first", Msg, []string{"shm", "tcp"}},
 		{"local: both, shm first", Msg | LocalComm, []string{"shm", "tcp"}},
 		{"remote: no shm", Msg | RemoteComm, []string{"tcp"}},
-		{"local and remote: no shm", Msg | LocalComm | RemoteComm, []string{"tcp"}},
+		{"local and remote: no shm, linked first", Msg | LocalComm | RemoteComm, []string{"shm+tcp", "tcp"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -386,7 +386,7 @@ func loName(t *testing.T) string {
 
 func TestGetInfo_ProvAttrOnlyOneInfoPerProvider(t *testing.T) {
 	infos := mustGetInfo(t, "", "", ProvAttrOnly, nil)
-	if got := provs(infos); len(infos) != 2 || !reflect.DeepEqual(got, []string{"shm", "tcp"}) {
+	if got := provs(infos); len(infos) != 3 || !reflect.DeepEqual(got, []string{"shm", "tcp", "shm+tcp"}) {
 		t.Fatalf("FI_PROV_ATTR_ONLY: %d infos %v, want exactly one per provider", len(infos), got)
 	}
 	for _, i := range infos {

@@ -80,7 +80,7 @@ type infoReq struct {
 
 // allProviders lists the providers, fastest first. Tests may swap it (never
 // while GetInfo runs).
-var allProviders = []provider{shmProv{}, tcpProv{}}
+var allProviders = []provider{shmProv{}, tcpProv{}, linkProv{}}
 
 // utilityProviders are libfabric utility-provider names a layered ProvName
 // may carry ("ofi_rxm;tcp"); gofi's providers build those layers in, so
@@ -164,12 +164,17 @@ func (f providerFilter) allows(p string) bool {
 }
 
 // selectProviders returns the providers allowed by FI_PROVIDER and by the
-// hints' ProvName, in preference order.
-func selectProviders(hints *Info) []provider {
+// hints' ProvName, in preference order. listAll (FI_PROV_ATTR_ONLY, a
+// listing of providers) includes the linked provider without its being
+// asked for.
+func selectProviders(hints *Info, listAll bool) []provider {
 	env := parseProviderFilter(os.Getenv("FI_PROVIDER"))
 	var out []provider
 	for _, p := range allProviders {
 		if !env.allows(p.name()) {
+			continue
+		}
+		if p.name() == linkName && !linkAsked(hints, env, listAll) {
 			continue
 		}
 		if hints != nil && hints.FabricAttr != nil && hints.FabricAttr.ProvName != "" &&
@@ -179,6 +184,27 @@ func selectProviders(hints *Info) []provider {
 		out = append(out, p)
 	}
 	return out
+}
+
+// linkAsked reports whether the linked shm+tcp provider is wanted: it is
+// offered only when asked for, by the hints' ProvName, by FI_PROVIDER
+// naming it, or by hints asking for both LocalComm and RemoteComm (then
+// first, see linkedFirst), and never while FI_PROVIDER excludes one of
+// its members.
+func linkAsked(hints *Info, env providerFilter, listAll bool) bool {
+	if env.exclude && (!env.allows(shmName) || !env.allows(tcpName)) {
+		return false
+	}
+	if listAll || !env.exclude && len(env.names) > 0 {
+		return true // named: allows() passed
+	}
+	if hints == nil {
+		return false
+	}
+	if hints.FabricAttr != nil && hints.FabricAttr.ProvName != "" {
+		return true // named: selectProviders checked the name
+	}
+	return hints.Caps&(LocalComm|RemoteComm) == LocalComm|RemoteComm
 }
 
 // findProvider returns the provider a (possibly layered) name denotes.

@@ -146,6 +146,7 @@ type Transport struct {
 
 	sleeping atomic.Int32
 	bell     chan struct{}
+	waker    atomic.Pointer[func()] // SetWaker: rung with bell while sleeping
 	waitMu   sync.Mutex
 	timer    *time.Timer
 
@@ -398,6 +399,9 @@ func (t *Transport) notify() {
 		case t.bell <- struct{}{}:
 		default:
 		}
+		if w := t.waker.Load(); w != nil {
+			(*w)()
+		}
 	}
 }
 
@@ -604,13 +608,27 @@ func (t *Transport) Close() error {
 	t.closing.Store(true)
 	t.release()
 	var err error
+	var runErr error
 	if t.eng.Validate() == nil {
+		// gnet.Run returns as soon as the engine has shut down, while
+		// Stop notices only at its next poll (every 500 ms): wait for
+		// whichever comes first, so a Close costs no half second.
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = t.eng.Stop(ctx)
+		stopped := make(chan error, 1)
+		go func() { stopped <- t.eng.Stop(ctx) }()
+		select {
+		case runErr = <-t.runDone:
+			cancel()
+			<-stopped // canceled, or nil: the engine is down either way
+		case err = <-stopped:
+			runErr = <-t.runDone
+		}
 		cancel()
+	} else {
+		runErr = <-t.runDone
 	}
-	if e := <-t.runDone; err == nil && e != nil && !errors.Is(e, stdnet.ErrClosed) {
-		err = e
+	if err == nil && runErr != nil && !errors.Is(runErr, stdnet.ErrClosed) {
+		err = runErr
 	}
 	t.pmu.Lock()
 	if t.parkW >= 0 {

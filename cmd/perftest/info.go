@@ -30,7 +30,7 @@ func runInfo(args []string, stdout, stderr io.Writer) int {
 		domain  = fs.String("d", "", "`domain` name, such as lo")
 		fabric  = fs.String("f", "", "`fabric` name, such as 127.0.0.1/32")
 		format  = fs.String("a", "", "address `format`, such as FI_SOCKADDR_IN")
-		prov    = fs.String("p", "", "`provider` name, such as tcp or shm (layered names like ofi_rxm;tcp accepted)")
+		prov    = fs.String("p", "", "`provider` name, such as tcp, shm or shm+tcp (layered names like ofi_rxm;tcp accepted)")
 		list    = fs.Bool("l", false, "list the available providers")
 		verbose = fs.Bool("v", false, "verbose: print every attribute, as fi_info -v")
 		version = fs.Bool("version", false, "print the library version and exit")

@@ -93,7 +93,7 @@ func exitCode(t *testing.T, bin string, args ...string) (int, string, string) {
 }
 
 var (
-	listLine    = regexp.MustCompile(`^([a-z0-9_;]+:|    version: \d+\.\d+)$`)
+	listLine    = regexp.MustCompile(`^([a-z0-9_;+]+:|    version: \d+\.\d+)$`)
 	shortFields = []string{"provider", "fabric", "domain", "version", "type", "protocol"}
 )
 
@@ -107,7 +107,9 @@ func TestPerftestBinary_InfoLikeFiInfo(t *testing.T) {
 		stderr string
 	}{
 		{"help: usage, exit 0", []string{"help"}, 0, []string{"subcommands:", "info", "pingpong", "latency"}, ""},
-		{"list providers", []string{"info", "-l"}, 0, []string{"shm:\n    version: 200.0\n", "tcp:\n    version: 200.0\n"}, ""},
+		{"list providers", []string{"info", "-l"}, 0, []string{"shm:\n    version: 200.0\n", "tcp:\n    version: 200.0\n", "shm+tcp:\n    version: 200.0\n"}, ""},
+		{"linked provider", []string{"info", "-p", "shm+tcp", "-v"}, 0, []string{"prov_name: shm+tcp\n", "FI_LOCAL_COMM, FI_REMOTE_COMM"}, ""},
+		{"caps local and remote select shm+tcp first", []string{"info", "-c", "FI_MSG|FI_LOCAL_COMM|FI_REMOTE_COMM"}, 0, []string{"provider: shm+tcp\n"}, ""},
 		{"tcp short", []string{"info", "-p", "tcp"}, 0, []string{"provider: tcp\n    fabric: ", "    type: FI_EP_RDM\n"}, ""},
 		{"tcp verbose", []string{"info", "-p", "tcp", "-v"}, 0, []string{"---\nfi_info:\n", "    fi_fabric_attr:\n        name: 127.0.0.1/32\n"}, ""},
 		{"layered provider name", []string{"info", "-p", "ofi_rxm;tcp", "-f", "127.0.0.1/32"}, 0, []string{"provider: tcp\n    fabric: 127.0.0.1/32\n    domain: "}, ""},

@@ -217,7 +217,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.srcPort, "B", 0, "source control `port` number (server: 47592, client: auto)")
 	fs.IntVar(&o.dstPort, "P", 0, "destination control `port` number (client: 47592)")
 	fs.StringVar(&o.fab.domain, "d", "", "`domain` name")
-	fs.StringVar(&o.fab.prov, "p", "", "specific `provider` name: shm or tcp (default: the first GetInfo returns)")
+	fs.StringVar(&o.fab.prov, "p", "", "specific `provider` name: shm, tcp or shm+tcp (default: the first GetInfo returns)")
 	fs.StringVar(&o.fab.epType, "e", "rdm", "endpoint `type`: msg|rdm|dgram (gofi serves rdm only)")
 	iters := fs.String("I", "", "`number` of iterations (default 10000, 1000 from 64k, 100 from 1m, as fi_pingpong)")
 	size := fs.String("S", "", "specific transfer `size` or 'all' (default: 64, 256, 1k, 4k, 64k, 1m)")

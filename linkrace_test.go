@@ -1,0 +1,5 @@
+//go:build race
+
+package fi
+
+const raceBuild = true
