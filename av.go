@@ -641,6 +641,9 @@ func (av *AV) reverse(addr []byte) (uint64, bool) {
 		}
 		addr = b
 	}
+	if av.prov == linkName {
+		addr = flink.RouteKey(addr) // the stores compare keys (SetKey)
+	}
 	av.mu.RLock()
 	defer av.mu.RUnlock()
 	if av.closed.Load() {

@@ -8,6 +8,7 @@ import (
 	"github.com/gofi-dev/fi/coll"
 	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/engine"
+	flink "github.com/gofi-dev/fi/link"
 )
 
 // Collectives (fi_collective(3)).
@@ -204,11 +205,14 @@ func (ep *Endpoint) JoinCollective(collAddr Addr, set *AVSet, flags Flags, ctx a
 		if err != nil {
 			return nil, opErr(op, ErrInval, "member %d (fi_addr %d) is no longer in the AV", i, uint64(a))
 		}
-		names[i] = b
 		fiAddrs[i] = uint64(a)
 		if self < 0 && bytes.Equal(b, own) {
 			self = i
 		}
+		if ep.av.prov == linkName {
+			b = flink.Unrouted(b) // the same on every member, whatever its route
+		}
+		names[i] = b
 	}
 	if self < 0 {
 		return nil, opErr(op, ErrInval, "this endpoint's address is not in the set")

@@ -372,6 +372,20 @@ func RouteKey(b []byte) []byte {
 	return b
 }
 
+// Unrouted returns a canonical address without its route: what every
+// process calls the peer, whichever way it reaches it (the stored forms
+// differ between processes: via=shm on the peer's host, via=tcp
+// elsewhere). Collectives hash members' names with it. It allocates
+// nothing.
+func Unrouted(b []byte) []byte {
+	for _, v := range [][]byte{viaShm, viaTCP} {
+		if bytes.HasSuffix(b, v) && len(b) > len(v) && (b[len(b)-len(v)-1] == '&' || b[len(b)-len(v)-1] == '?') {
+			return b[:len(b)-len(v)-1]
+		}
+	}
+	return b
+}
+
 var (
 	scheme   = []byte(Scheme)
 	viaShm   = []byte("via=shm")

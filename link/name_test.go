@@ -177,3 +177,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestUnrouted: the stored forms of one peer, routed either way, agree
+// once the route is dropped.
+func TestUnrouted(t *testing.T) {
+	n := Name{TCP: netip.MustParseAddrPort("10.0.0.1:5"), Shm: "gofi-0-a", Dom: "0123456789abcdef"}
+	viaShm, viaTCP := n, n
+	viaShm.Via, viaTCP.Via = RouteShm, RouteTCP
+	u1, u2 := Unrouted([]byte(viaShm.Format())), Unrouted([]byte(viaTCP.Format()))
+	if string(u1) != n.Format() || string(u2) != n.Format() {
+		t.Errorf("Unrouted: %q %q, want %q", u1, u2, n.Format())
+	}
+	only := Name{TCP: n.TCP, Via: RouteTCP}
+	if got := string(Unrouted([]byte(only.Format()))); got != "fi_link://10.0.0.1:5" {
+		t.Errorf("Unrouted(%q) = %q", only.Format(), got)
+	}
+	if got := string(Unrouted([]byte("fi_link://10.0.0.1:5?shm=xvia=tcp"))); got != "fi_link://10.0.0.1:5?shm=xvia=tcp" {
+		t.Errorf("a region name ending in via=tcp lost its end: %q", got)
+	}
+}
