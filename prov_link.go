@@ -7,6 +7,7 @@ import (
 
 	flink "github.com/gofi-dev/fi/link"
 	fnet "github.com/gofi-dev/fi/net"
+	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/shm"
 	"github.com/gofi-dev/fi/transport"
 )
@@ -20,9 +21,9 @@ import (
 const linkName = "shm+tcp"
 
 // linkCaps is what works over both members: the intersection of the
-// providers' capabilities, local and remote communication. One-sided
-// operations are not forwarded yet.
-const linkCaps = shmCaps&tcpCaps&^(tcpRMACaps|shmRMACaps) | LocalComm | RemoteComm
+// providers' capabilities (one-sided operations are forwarded to the
+// member reaching the peer), local and remote communication.
+const linkCaps = shmCaps&tcpCaps | LocalComm | RemoteComm
 
 type linkProv struct{}
 
@@ -39,6 +40,15 @@ func (linkProv) template() *Info {
 	info.EpAttr.Protocol = ProtoSockTCP
 	info.FabricAttr.ProvName = linkName
 	info.FabricAttr.ProvVersion = provVersion
+	// Each peer is served by one member: orderings and limits are those
+	// both keep.
+	s, t := shmProv{}.template(), tcpProv{}.template()
+	info.TxAttr.MsgOrder = s.TxAttr.MsgOrder & t.TxAttr.MsgOrder
+	info.RxAttr.MsgOrder = s.RxAttr.MsgOrder & t.RxAttr.MsgOrder
+	info.TxAttr.RMAIOVLimit = min(s.TxAttr.RMAIOVLimit, t.TxAttr.RMAIOVLimit)
+	info.EpAttr.MaxOrderRAWSize = min(s.EpAttr.MaxOrderRAWSize, t.EpAttr.MaxOrderRAWSize)
+	info.EpAttr.MaxOrderWARSize = min(s.EpAttr.MaxOrderWARSize, t.EpAttr.MaxOrderWARSize)
+	info.EpAttr.MaxOrderWAWSize = min(s.EpAttr.MaxOrderWAWSize, t.EpAttr.MaxOrderWAWSize)
 	return info
 }
 
@@ -146,11 +156,23 @@ func (f *linkFabric) openDomain(info *Info) (provDomain, error) {
 func (f *linkFabric) close() error { return f.tcp.close() }
 
 // linkDomain is an open shm+tcp domain: the tcp member's interface and a
-// shm domain. Memory registration is the tcp domain's (process memory).
+// shm domain. Memory registration is the shm domain's (the key table and
+// AllocMR memory in shared segments, which local peers map and the tcp
+// member's loop reads like any memory).
 type linkDomain struct {
 	*tcpDomain
 	shm *shmDomain
 }
+
+func (d *linkDomain) makeKeyTable(slots, counters int) (*rma.Table, func() error, error) {
+	return d.shm.makeKeyTable(slots, counters)
+}
+
+func (d *linkDomain) allocMem(t *rma.Table, slot int, gen uint32, size int) ([]byte, func() error, error) {
+	return d.shm.allocMem(t, slot, gen, size)
+}
+
+func (d *linkDomain) holderAlive(pid int) bool { return d.shm.holderAlive(pid) }
 
 // openTransport opens both members and links them: the shm member with a
 // fresh region, the tcp member on the info's source address (or the

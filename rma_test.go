@@ -17,6 +17,9 @@ type rmaNode struct {
 	cq2  *CQ // transmit CQ when selective
 	info *Info
 	cntr map[Flags]*Cntr
+	// remote: a linked endpoint that reaches its peers over tcp (their
+	// names are inserted with another shared-memory identity)
+	remote bool
 }
 
 type rmaNodeCfg struct {
@@ -38,16 +41,20 @@ func openRMANode(t testing.TB, prov string, cfg rmaNodeCfg) *rmaNode {
 		t.Setenv(shm.DisableCMAEnv, "1")
 		prov = "shm"
 	}
+	remote := prov == linkName+"_remote"
+	if remote {
+		prov = linkName
+	}
 	hints.FabricAttr.ProvName = prov
 	node := ""
-	if prov == "tcp" {
+	if prov == "tcp" || prov == linkName {
 		node = "127.0.0.1"
 	}
 	infos, err := GetInfo(Version(2, 0), node, "", 0, hints)
 	if err != nil {
 		t.Fatalf("GetInfo(%s): %v", prov, err)
 	}
-	n := &rmaNode{shmNode: &shmNode{}, info: infos[0], cntr: map[Flags]*Cntr{}}
+	n := &rmaNode{shmNode: &shmNode{}, info: infos[0], cntr: map[Flags]*Cntr{}, remote: remote}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -108,9 +115,17 @@ func (a *rmaNode) connect(t testing.TB, b *rmaNode) Addr {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if a.remote {
+		name = otherDomain(t, name)
+	}
 	addrs, err := a.av.Insert([][]byte{name}, 0)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if a.remote { // the route is the point of the row
+		if s, _ := a.av.Lookup(addrs[0]); !bytes.HasSuffix(s, []byte("via=tcp")) {
+			t.Fatalf("remote row routes %q", s)
+		}
 	}
 	return addrs[0]
 }
@@ -159,7 +174,7 @@ func waitTx(t testing.TB, n *rmaNode, others []*rmaNode, ctx any) (CQEntry, erro
 	return CQEntry{}, nil
 }
 
-var rmaProviders = []string{"tcp", "shm", "shm_nocma"}
+var rmaProviders = []string{"tcp", "shm", "shm_nocma", "shm+tcp", "shm+tcp_remote"}
 
 // snapshot copies a region's bytes between two MR.Bytes calls, which
 // order the copy after the accesses executors of this process made and

@@ -17,8 +17,12 @@
 //     Wait sleeps once, on the shm doorbell, which the tcp member rings
 //     while the link sleeps.
 //
-// The members stay unaware of each other. It imports only package
-// transport and the two members (shm, net); the root package imports it,
+// One-sided operations (RMA, atomics) go to the member that reaches the
+// peer; the endpoint serves peers' requests on both members with one
+// rma.Target (its key table a shared segment).
+//
+// The members stay unaware of each other. It imports only packages
+// transport and rma and the two members (shm, net); the root package imports it,
 // never the reverse. It carries no compatibility promise (only the root
 // package fi is public).
 package link

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	fnet "github.com/gofi-dev/fi/net"
+	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/shm"
 	"github.com/gofi-dev/fi/transport"
 )
@@ -70,9 +71,10 @@ const (
 )
 
 var (
-	_ transport.Transport = (*Transport)(nil)
-	_ transport.Poker     = (*Transport)(nil)
-	_ transport.Sink      = (*memberSink)(nil)
+	_ transport.Transport    = (*Transport)(nil)
+	_ transport.Poker        = (*Transport)(nil)
+	_ transport.RMATransport = (*Transport)(nil)
+	_ transport.Sink         = (*memberSink)(nil)
 )
 
 // New links the two members, which become the Transport's (Close closes
@@ -270,6 +272,32 @@ func (l *Transport) Poll(s transport.Sink) bool {
 		l.tcpAgo++
 	}
 	return did
+}
+
+// RMA starts a one-sided operation through the peer's member
+// (transport.RMATransport): each member reaches the target's memory its
+// own way (shm: mapping or single copy or the target's executor; tcp: the
+// target's event loop).
+func (l *Transport) RMA(p transport.Peer, req *transport.RMAReq, op transport.Op) (bool, transport.Code) {
+	if int(p) >= len(l.routes) {
+		return true, transport.EInval
+	}
+	r := l.routes[p]
+	if r.tcp {
+		return l.tcp.RMA(r.peer, req, op)
+	}
+	return l.shm.RMA(r.peer, req, op)
+}
+
+// ServeRMA makes the endpoint a target on both members: local initiators
+// find it through the shm member's service segment, remote ones reach
+// the tcp member's loop. x's key table must be a shared segment (the shm
+// member's requirement), which serves the tcp member as well.
+func (l *Transport) ServeRMA(x *rma.Target) error {
+	if err := l.shm.ServeRMA(x); err != nil {
+		return err
+	}
+	return l.tcp.ServeRMA(x)
 }
 
 // Poke wakes a peer on this host without a message (transport.Poker, for
