@@ -159,6 +159,24 @@ func runStress(t *testing.T, name string, div int) {
 		}
 	}
 	elapsed := time.Since(start)
+	// A sender is done when its last sends complete, which may need our
+	// answers (a rendezvous acknowledgement left in the control queue for
+	// the next progress call, as manual progress allows): keep
+	// progressing until every sender is done.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		var es [16]CQEntry
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n.rxcq.Sread(es[:], 10*time.Millisecond)
+		}
+	}()
+	defer func() { close(stop); <-stopped }()
 	for i, p := range peers {
 		p.wait(t)
 		s := seen[i]
