@@ -47,6 +47,8 @@ type Transport struct {
 
 	shmAgo uint32 // Polls since the shm member last did work
 	tcpAgo uint32 // Polls since the tcp member last did work
+
+	polls, tcpPolls uint64 // Polls, and those that polled the tcp member (Polls)
 }
 
 // peerRoute is where a linked peer lives.
@@ -177,6 +179,11 @@ func (l *Transport) Route(p transport.Peer) Route {
 	return RouteShm
 }
 
+// Polls reports how many Polls ran and how many of them polled the tcp
+// member (the others only asked it Quiet): tests, tools. Engine goroutine
+// only.
+func (l *Transport) Polls() (all, tcp uint64) { return l.polls, l.tcpPolls }
+
 // Routes counts the peers routed over each member (tests, tools).
 func (l *Transport) Routes() (shm, tcp int) {
 	for _, r := range l.routes {
@@ -252,6 +259,7 @@ func (l *Transport) Discard(p transport.Peer, cookie uint64) {
 // shm is busy (see Transport).
 func (l *Transport) Poll(s transport.Sink) bool {
 	l.sink = s
+	l.polls++
 	did := false
 	if l.shm.Poll(&l.ss) {
 		did, l.shmAgo = true, 0
@@ -266,6 +274,7 @@ func (l *Transport) Poll(s transport.Sink) bool {
 		}
 		l.tcp.Unborrow()
 	}
+	l.tcpPolls++
 	if l.tcp.Poll(&l.ts) {
 		did, l.tcpAgo = true, 0
 	} else if l.tcpAgo < tcpIdleAfter {
