@@ -454,3 +454,99 @@ func TestLinkedMultiRecvAndPeek(t *testing.T) {
 		}
 	}
 }
+
+// TestLinkedNamedAV: a named (shared) AV holds linked names, routed, and
+// FI_SOURCE finds a sender through it; a second process-local opening of
+// the same name sees the same entries.
+func TestLinkedNamedAV(t *testing.T) {
+	shmTestDir(t)
+	b := openNode(t, linkName, nodeCfg{})
+	hints := AllocInfo()
+	hints.Caps = Msg | Tagged | Source
+	hints.FabricAttr.ProvName = linkName
+	infos, err := GetInfo(Version(2, 0), "127.0.0.1", "", 0, hints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fab, err := OpenFabric(infos[0].FabricAttr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fab.Close()
+	dom, err := fab.OpenDomain(infos[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dom.Close()
+	name := fmt.Sprintf("gofi-link-test-%d", time.Now().UnixNano())
+	av, err := dom.OpenAV(&AVAttr{Type: AVTable, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer av.Close()
+	cq, err := dom.OpenCQ(&CQAttr{Format: CQFormatTagged, WaitObj: WaitUnspec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cq.Close()
+	ep, err := dom.OpenEndpoint(infos[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ep.Close()
+	if err := ep.BindAV(av); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.BindCQ(cq, Transmit|Recv); err != nil {
+		t.Fatal(err)
+	}
+	if err := ep.Enable(); err != nil {
+		t.Fatal(err)
+	}
+	nb, _ := b.ep.Name()
+	other := otherDomain(t, nb) // the same peer as if on another host: a second entry, via tcp
+	ad, err := av.Insert([][]byte{nb}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	av2, err := dom.OpenAV(&AVAttr{Type: AVTable, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer av2.Close()
+	if got, err := av2.Lookup(ad[0]); err != nil || !strings.HasSuffix(string(got), "via=shm") {
+		t.Fatalf("second opening: Lookup = %q, %v", got, err)
+	}
+	if _, err := av.Insert([][]byte{other}, 0); err != nil {
+		t.Fatal(err)
+	}
+	na, _ := ep.Name()
+	back, err := b.av.Insert([][]byte{na}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rx := make([]byte, 100)
+	if err := ep.TRecv(rx, AddrUnspec, 3, 0, "rx"); err != nil {
+		t.Fatal(err)
+	}
+	if err := linkSend(b, back[0], 3, [][]byte{linkMsg('B', 0)}, time.Now().Add(30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	var e [1]CQEntry
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := cq.Read(e[:])
+		if n == 1 {
+			break
+		}
+		if err != nil && !errors.Is(err, ErrAgain) {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no receive completion")
+		}
+	}
+	if e[0].Context != "rx" || e[0].Src != ad[0] {
+		t.Fatalf("completion %+v, want the source %d (the via=shm entry)", e[0], ad[0])
+	}
+}
