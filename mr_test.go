@@ -311,7 +311,7 @@ func TestCntr_WaitManyWaiters(t *testing.T) {
 // TestEndpointCntr_SendRecv binds counters to both sides of a message
 // exchange: every completion counts, CQ entry or not (inject).
 func TestEndpointCntr_SendRecv(t *testing.T) {
-	for _, prov := range []string{"shm", "tcp"} {
+	for _, prov := range []string{"shm", "tcp", linkName} {
 		t.Run(prov, func(t *testing.T) {
 			shmTestDir(t)
 			a := openCntrNode(t, prov, Send|Recv)
