@@ -1,6 +1,7 @@
 package fi
 
 import (
+	"bytes"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -60,9 +61,17 @@ func init() {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if n.remote { // shm+tcp_remote: reach the target over tcp
+			name = otherDomain(t, name)
+		}
 		addrs, err := n.av.Insert([][]byte{name}, 0)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if n.remote {
+			if s, _ := n.av.Lookup(addrs[0]); !bytes.HasSuffix(s, []byte("via=tcp")) {
+				t.Fatalf("remote child routes %q", s)
+			}
 		}
 		l.send("ready")
 		l.expect("go")
@@ -423,7 +432,8 @@ func runAtomicProcs(t *testing.T, provs []string, adds, locks int) {
 func TestAtomic_Processes(t *testing.T) {
 	// shm-reg's executor path is in these runs already (the 16-byte
 	// adds of shm children), so it gets no run of its own: CI time.
-	runs := map[string][]string{"mixed": {"shm", "tcp", "shm"}, "tcp": {"tcp", "tcp", "tcp"}, "shm": {"shm", "shm", "shm"}}
+	runs := map[string][]string{"mixed": {"shm", "tcp", "shm"}, "tcp": {"tcp", "tcp", "tcp"}, "shm": {"shm", "shm", "shm"},
+		"shm+tcp": {"shm+tcp", "shm+tcp_remote", "shm+tcp"}}
 	for name, specs := range runs {
 		t.Run(name, func(t *testing.T) {
 			runAtomicProcs(t, specs, 10000, 100)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gofi-dev/fi/dtype"
@@ -19,16 +20,18 @@ var ne64 = binary.NativeEndian
 // paths its atomics take: "shm" targets AllocMR memory (the initiator
 // maps it and executes with the processor's atomics, 16-byte types
 // excepted), "shm-reg" registered Go memory (the target's executor
-// goroutine executes), "tcp" the target's event loop.
-var atomicProviders = []string{"tcp", "shm", "shm-reg"}
+// goroutine executes), "tcp" the target's event loop; "shm+tcp" and
+// "shm+tcp-reg" are the same over the linked provider's shm route,
+// "shm+tcp_remote" over its tcp route.
+var atomicProviders = []string{"tcp", "shm", "shm-reg", "shm+tcp", "shm+tcp-reg", "shm+tcp_remote"}
 
 // atomicSpec splits an atomicProviders entry into its provider and
 // whether the target region comes from AllocMR.
 func atomicSpec(s string) (prov string, alloc bool) {
-	if s == "shm-reg" {
-		return "shm", false
+	if prov, ok := strings.CutSuffix(s, "-reg"); ok {
+		return prov, false
 	}
-	return s, s == "shm"
+	return s, s == "shm" || s == "shm+tcp"
 }
 
 // atomicPair is an initiator a and a target b with a region of n bytes
@@ -464,6 +467,13 @@ func TestAtomic_GetInfo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The linked provider is offered when asked for by name.
+	hints.FabricAttr.ProvName = linkName
+	linked, err := GetInfo(Version(2, 0), "", "", 0, hints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos = append(infos, linked...)
 	got := map[string]bool{}
 	for _, in := range infos {
 		got[in.FabricAttr.ProvName] = true
@@ -475,7 +485,7 @@ func TestAtomic_GetInfo(t *testing.T) {
 		}
 	}
 	for _, spec := range atomicProviders {
-		if prov, _ := atomicSpec(spec); !got[prov] {
+		if prov, _ := atomicSpec(spec); !got[strings.TrimSuffix(prov, "_remote")] {
 			t.Errorf("%s does not advertise Atomic", prov)
 		}
 	}
