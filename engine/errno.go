@@ -1,8 +1,3 @@
-// Package engine is gofi's provider-neutral core: endpoint state, the
-// transmit and receive paths, protocol selection by size, completion
-// queues and progress, over a Transport that a provider (shm, tcp)
-// implements. It carries no compatibility promise: only the root package
-// fi is public API.
 package engine
 
 import "strconv"
