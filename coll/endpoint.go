@@ -38,7 +38,7 @@ type Endpoint struct {
 
 	pending []pendingMsg // traffic for groups not joined yet
 	used    int          // bytes buffered for early messages
-	pool    bufPool
+	pool    engine.BufPool
 
 	toks    []tokEntry
 	tokFree []uint32
@@ -72,7 +72,7 @@ func Attach(eng *engine.Endpoint, cfg Config) *Endpoint {
 	if cfg.MaxEarlyBytes <= 0 {
 		cfg.MaxEarlyBytes = 8 << 20
 	}
-	e := &Endpoint{eng: eng, cfg: cfg, groups: map[uint32]*Group{}, joins: map[uint64]uint32{}}
+	e := &Endpoint{eng: eng, cfg: cfg, groups: map[uint32]*Group{}, joins: map[uint64]uint32{}, pool: engine.BufPool{Keep: 16}}
 	e.poker, _ = eng.Transport().(transport.Poker)
 	eng.SetColl(e)
 	return e
@@ -262,7 +262,7 @@ func (e *Endpoint) CollArrive(p transport.Peer, hdr *transport.Header, eager []b
 			if !e.reserve(p, len(eager)) {
 				return false
 			}
-			m.buf = e.pool.get(len(eager))
+			m.buf = e.pool.Get(len(eager))
 			copy(m.buf, eager)
 		}
 		e.pending = append(e.pending, m)
@@ -488,38 +488,5 @@ func (e *Endpoint) release(b []byte) {
 		return
 	}
 	e.used -= len(b)
-	e.pool.put(b)
-}
-
-// bufPool keeps early-message buffers in power-of-two size classes.
-type bufPool struct {
-	free [40][][]byte
-}
-
-func sizeClass(n int) int {
-	c := 0
-	for 1<<c < n {
-		c++
-	}
-	return c
-}
-
-func (p *bufPool) get(n int) []byte {
-	c := sizeClass(n)
-	if l := len(p.free[c]); l > 0 {
-		b := p.free[c][l-1]
-		p.free[c] = p.free[c][:l-1]
-		return b[:n]
-	}
-	return make([]byte, n, 1<<c)
-}
-
-func (p *bufPool) put(b []byte) {
-	if cap(b) == 0 {
-		return
-	}
-	c := sizeClass(cap(b))
-	if len(p.free[c]) < 16 {
-		p.free[c] = append(p.free[c], b[:0])
-	}
+	e.pool.Put(b)
 }

@@ -460,7 +460,7 @@ func (g *Group) arrive(r int, p transport.Peer, hdr *transport.Header, eager []b
 		if !g.e.reserve(p, len(eager)) {
 			return false
 		}
-		m.buf = g.e.pool.get(len(eager))
+		m.buf = g.e.pool.Get(len(eager))
 		copy(m.buf, eager)
 	}
 	f.push(m)

@@ -123,7 +123,7 @@ type Endpoint struct {
 	// (see Arrive).
 	fetching []int32
 
-	pool bufPool
+	pool BufPool
 
 	// RMA (rma.go)
 	outst   []int32  // per transport peer: transmits in flight
@@ -641,7 +641,7 @@ func (ep *Endpoint) landUx(ri uint32, msg match.Msg[uint32], mt match.Match[uint
 	} else {
 		ep.copyIn(ri, mt.Offset, u.buf[:mt.Len])
 		ep.completeRx(ri, &u.hdr, msg.Src, mt.Offset, mt.Len, msg.Len-mt.Len, mt.Multi, mt.Released)
-		ep.pool.put(u.buf)
+		ep.pool.Put(u.buf)
 		ep.uxUsed -= len(u.buf)
 	}
 	ep.uxPut(msg.Data)
@@ -854,7 +854,7 @@ func (ep *Endpoint) Arrive(p transport.Peer, hdr *transport.Header, eager []byte
 			(int(p) >= len(ep.fetching) || ep.fetching[p] == 0) {
 			return false
 		}
-		buf = ep.pool.get(len(eager))
+		buf = ep.pool.Get(len(eager))
 		copy(buf, eager)
 		ep.uxUsed += len(buf)
 	}
@@ -934,7 +934,7 @@ func (ep *Endpoint) dropUx(i uint32) {
 		ep.tr.Discard(u.peer, u.cookie)
 		return
 	}
-	ep.pool.put(u.buf)
+	ep.pool.Put(u.buf)
 	ep.uxUsed -= len(u.buf)
 	u.buf = nil
 }
@@ -981,39 +981,3 @@ func (ep *Endpoint) Outstanding() (tx, rx int) {
 
 // Waiter returns the transport's waiter for the CQ to sleep on.
 func (ep *Endpoint) Waiter() Waiter { return ep.tr }
-
-// ---------------------------------------------------------------------------
-
-// bufPool keeps payload buffers for unexpected eager messages in
-// power-of-two size classes so steady-state traffic does not allocate.
-type bufPool struct {
-	free [32][][]byte
-}
-
-func class(n int) int {
-	c := 0
-	for 1<<c < n {
-		c++
-	}
-	return c
-}
-
-func (p *bufPool) get(n int) []byte {
-	c := class(n)
-	if l := len(p.free[c]); l > 0 {
-		b := p.free[c][l-1]
-		p.free[c] = p.free[c][:l-1]
-		return b[:n]
-	}
-	return make([]byte, n, 1<<c)
-}
-
-func (p *bufPool) put(b []byte) {
-	if cap(b) == 0 {
-		return
-	}
-	c := class(cap(b))
-	if len(p.free[c]) < 64 {
-		p.free[c] = append(p.free[c], b[:0])
-	}
-}
