@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,21 +135,11 @@ func atomicTarget(prov string, alloc, spin bool, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	var mr *fi.MR
-	if alloc {
-		mr, err = dom.AllocMR(64, fi.RemoteRead|fi.RemoteWrite)
-	} else {
-		mr, err = dom.RegMR(make([]byte, 64), fi.RemoteRead|fi.RemoteWrite, 0, 7, 0)
-	}
+	mr, err := announceTarget(dom, ep, alloc, 64, stdout)
 	if err != nil {
 		return err
 	}
 	defer mr.Close()
-	name, err := ep.Name()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "target %s %d\n", hex.EncodeToString(name), mr.Key())
 	if !spin {
 		_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
 		return nil
@@ -172,40 +159,11 @@ func atomicTarget(prov string, alloc, spin bool, stdout io.Writer) error {
 }
 
 func atomicInitiator(prov string, alloc, spin bool, iters, window int, stdout, stderr io.Writer) error {
-	exe, err := os.Executable()
+	name, key, stop, err := startTarget([]string{"atomic", "-p", prov, "-alloc=" + strconv.FormatBool(alloc), "-target-spin=" + strconv.FormatBool(spin), atomicTargetArg}, stderr)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "atomic", "-p", prov, "-alloc="+strconv.FormatBool(alloc), "-target-spin="+strconv.FormatBool(spin), atomicTargetArg)
-	cmd.Stderr = stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		in.Close()
-		_ = cmd.Wait()
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	f := strings.Fields(line)
-	if err != nil || len(f) != 3 || f[0] != "target" {
-		return fmt.Errorf("target did not start (%q, %v)", line, err)
-	}
-	name, err := hex.DecodeString(f[1])
-	if err != nil {
-		return err
-	}
-	key, err := strconv.ParseUint(f[2], 10, 64)
-	if err != nil {
-		return err
-	}
+	defer stop()
 	_, ep, av, cq, done, err := atomicEndpoint(prov)
 	if err != nil {
 		return err

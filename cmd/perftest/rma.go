@@ -1,18 +1,14 @@
 package main
 
 import (
-	"bufio"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -80,21 +76,11 @@ func rmaTarget(prov string, alloc bool, size int, stdout io.Writer) error {
 		return err
 	}
 	defer done()
-	var mr *fi.MR
-	if alloc {
-		mr, err = dom.AllocMR(size, fi.RemoteRead|fi.RemoteWrite)
-	} else {
-		mr, err = dom.RegMR(make([]byte, size), fi.RemoteRead|fi.RemoteWrite, 0, 7, 0)
-	}
+	mr, err := announceTarget(dom, ep, alloc, size, stdout)
 	if err != nil {
 		return err
 	}
 	defer mr.Close()
-	name, err := ep.Name()
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "target %s %d\n", hex.EncodeToString(name), mr.Key())
 	_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
 	return nil
 }
@@ -117,40 +103,11 @@ type rmaReport struct {
 }
 
 func rmaInitiator(prov, sizesArg string, sizes []int, alloc bool, iters, window int, jsonOut string, stdout, stderr io.Writer) error {
-	exe, err := os.Executable()
+	name, key, stop, err := startTarget([]string{"rma", "-p", prov, "-s", sizesArg, "-alloc=" + strconv.FormatBool(alloc), rmaTargetArg}, stderr)
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(exe, "rma", "-p", prov, "-s", sizesArg, "-alloc="+strconv.FormatBool(alloc), rmaTargetArg)
-	cmd.Stderr = stderr
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		return err
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		in.Close()
-		_ = cmd.Wait()
-	}()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	f := strings.Fields(line)
-	if err != nil || len(f) != 3 || f[0] != "target" {
-		return fmt.Errorf("target did not start (%q, %v)", line, err)
-	}
-	name, err := hex.DecodeString(f[1])
-	if err != nil {
-		return err
-	}
-	key, err := strconv.ParseUint(f[2], 10, 64)
-	if err != nil {
-		return err
-	}
+	defer stop()
 	_, ep, av, cq, done, err := benchEndpoint(prov, fi.Msg|fi.RMA)
 	if err != nil {
 		return err
