@@ -430,24 +430,37 @@ func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
 		}
 		return gnet.Close
 	}
+	t := l.t
+	spin := t.spin.max > 0
+	if spin {
+		t.spin.arrived(time.Now())
+	}
 	tc.src.tc, tc.src.gc = tc, c
 	stalled, err := tc.dec.run(&tc.src, tc)
 	if l.committed {
 		l.committed = false
-		l.t.ho.publish()
-		l.t.notify()
+		t.ho.publish()
+		t.notify()
 	}
 	if err != nil {
 		tc.closeReason(err)
 		return gnet.Close
 	}
-	if stalled && !tc.stalled.Swap(true) {
-		t := l.t
-		t.mu.Lock()
-		t.stalled = append(t.stalled, tc)
-		t.nStall.Store(int32(len(t.stalled)))
-		t.mu.Unlock()
-		t.notify()
+	if stalled {
+		if !tc.stalled.Swap(true) {
+			t.mu.Lock()
+			t.stalled = append(t.stalled, tc)
+			t.nStall.Store(int32(len(t.stalled)))
+			t.mu.Unlock()
+			t.notify()
+		}
+		return gnet.None
+	}
+	if spin && tc.state == stReady {
+		t.loopSpin()
+		if tc.dead {
+			return gnet.Close
+		}
 	}
 	return gnet.None
 }

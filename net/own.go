@@ -348,29 +348,36 @@ func (tc *tconn) reservePre(n int) {
 // rendezvous payload still goes through pre; a pushed one (at most
 // PushMax), whose receive was matched when its header came, is read
 // straight into it (readDirect): that is where the copy is saved.
-func (t *Transport) ownerConn(tc *tconn) bool {
+func (t *Transport) ownerConn(tc *tconn) bool { return t.readConn(tc, true) }
+
+// readConn is ownerConn for Poll (owner) or for the loop's spin
+// (spin.go): the loop decodes as in OnTraffic, into the handoff ring.
+func (t *Transport) readConn(tc *tconn, owner bool) bool {
+	decode := func(tc *tconn) bool {
+		if owner {
+			return t.ownerDecode(tc)
+		}
+		return t.loopDecode(tc)
+	}
 	got := false
 	// A frame may wait with nothing buffered behind it (a zero-length
 	// frame the ring had no room for): decode before reading too.
-	if (len(tc.pre) > 0 || tc.dec.have) && !t.ownerDecode(tc) {
+	if (len(tc.pre) > 0 || tc.dec.have) && !decode(tc) {
 		return got
 	}
 	for r := 0; r < 16; r++ {
-		tc.reservePre(ownRead)
 		var n int
 		var err error
-		if len(tc.pre) == 0 && tc.dec.dataLeft() > 0 && tc.cur != nil && tc.cur.push {
+		if owner && len(tc.pre) == 0 && tc.dec.dataLeft() > 0 && tc.cur != nil && tc.cur.push {
+			tc.reservePre(ownRead)
 			n, err = tc.readDirect()
 		} else {
-			n, err = unix.Read(tc.fd, tc.pre[len(tc.pre):cap(tc.pre)])
-			if n > 0 {
-				tc.pre = tc.pre[:len(tc.pre)+n]
-			}
+			n, err = tc.spinRead()
 		}
 		switch {
 		case n > 0:
 			got = true
-			if !t.ownerDecode(tc) {
+			if !decode(tc) {
 				return got
 			}
 			continue
@@ -379,7 +386,11 @@ func (t *Transport) ownerConn(tc *tconn) bool {
 			if err == nil {
 				err = unix.ECONNRESET
 			}
-			tc.fail(err)
+			if owner {
+				tc.fail(err)
+			} else {
+				tc.loopFail(err)
+			}
 		}
 		return got
 	}

@@ -54,6 +54,13 @@ type Config struct {
 	// LoopOnly keeps Poll from borrowing the gnet loop to read sockets
 	// itself (see own.go); every byte is then read by the loop.
 	LoopOnly bool
+	// SpinMax bounds how long the event loop keeps polling its sockets
+	// after traffic before it sleeps in epoll_wait (spin.go; the window
+	// adapts between 0 and SpinMax). Zero: GOFI_TCP_SPIN if set, else
+	// 100 us; negative disables.
+	SpinMax time.Duration
+	// spinAlways (tests) spins whatever the CPUs' load.
+	spinAlways bool
 	// KeepAlive is the idle time before TCP keepalive probes start
 	// (default 5 s; probes every second, 3 of them). Negative disables.
 	KeepAlive time.Duration
@@ -161,6 +168,7 @@ type Transport struct {
 	pstate      int
 	pch         chan struct{} // release token to the parked task (cap 1)
 	ptimer      *time.Timer   // the parked task's tick (loop goroutine only)
+	spin        spinner       // the loop's busy-poll (spin.go; loop goroutine only)
 	parkFn      gnet.Runnable
 	parkW       int // our end of the park socket (own.go), -1 before startPark
 	parked      atomic.Bool
@@ -240,6 +248,9 @@ func Listen(cfg Config) (*Transport, error) {
 	t.ptimer.Stop()
 	t.parkFn = gnet.RunnableFunc(t.parkTask)
 	t.parkW = -1
+	t.spin.max = spinMaxOf(&cfg)
+	t.spin.w = min(spinStart, t.spin.max)
+	t.spin.conns = make([]*tconn, 0, 8)
 	t.pbufs = newBufList(max(cfg.PushMax, 1), 4)
 	t.qsmall = newBufList(smallBuf, 64)
 	t.qlarge = newBufList(maxWireEager+hdrSize, 16)
@@ -627,6 +638,7 @@ func (t *Transport) Close() error {
 	} else {
 		runErr = <-t.runDone
 	}
+	t.spin.closeLoad() // the loop has returned
 	if err == nil && runErr != nil && !errors.Is(runErr, stdnet.ErrClosed) {
 		err = runErr
 	}

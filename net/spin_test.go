@@ -1,0 +1,113 @@
+package net
+
+import (
+	"encoding/binary"
+	"sync/atomic"
+	"testing"
+	"unsafe"
+
+	"github.com/gofi-dev/fi/dtype"
+	"github.com/gofi-dev/fi/rma"
+	"github.com/gofi-dev/fi/transport"
+)
+
+// rmaTarget registers a 4 KiB region under key 7 at address 0 and has tr
+// serve it.
+func rmaTarget(t *testing.T, tr *Transport) []byte {
+	t.Helper()
+	size, _ := rma.Size(4, 4)
+	tab, err := rma.NewTable(make([]byte, size), 4, 4, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := make([]byte, 4096)
+	if _, _, err := tab.Register(rma.Region{Mem: mem, Key: 7, Access: rma.AccessRemoteRead | rma.AccessRemoteWrite}, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.ServeRMA(&rma.Target{Table: tab}); err != nil {
+		t.Fatal(err)
+	}
+	return mem
+}
+
+// One-sided operations against a target that never polls, with the
+// target's loop busy-polling after every request (spin forced on whatever
+// the load) and with it off: writes, reads and fetch-adds in a row, each
+// waited for, then a window of them; every answer checked.
+func TestSpin_IdleTargetServesOneSided(t *testing.T) {
+	for _, spin := range []bool{true, false} {
+		name := map[bool]string{true: "spin", false: "nospin"}[spin]
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{spinAlways: spin}
+			if !spin {
+				cfg.SpinMax = -1
+			}
+			a := listen(t, Config{})
+			b := listen(t, cfg)
+			mem := rmaTarget(t, b)
+			as := newSink()
+			p, _ := a.Resolve(b.Name())
+			op := transport.Op(0)
+			run := func(req *transport.RMAReq) {
+				t.Helper()
+				op++
+				done, c := a.RMA(p, req, op)
+				if c != transport.OK {
+					t.Fatalf("RMA %d: code %d", op, c)
+				}
+				if !done {
+					pollUntil(t, "RMA completion", func() bool { _, ok := as.sendDone[op]; return ok }, a, as)
+				}
+				if c := as.sendDone[op]; c != transport.OK {
+					t.Fatalf("RMA %d completed with %d", op, c)
+				}
+			}
+			var buf, res [8]byte
+			for i := range 200 {
+				binary.LittleEndian.PutUint64(buf[:], uint64(i))
+				off := uint64(i%64) * 8
+				run(&transport.RMAReq{Kind: transport.RMAWrite, Local: [][]byte{buf[:]}, Remote: []transport.RMAIOV{{Addr: off, Len: 8, Key: 7}}})
+				run(&transport.RMAReq{Kind: transport.RMARead, Local: [][]byte{res[:]}, Remote: []transport.RMAIOV{{Addr: off, Len: 8, Key: 7}}})
+				if got := binary.LittleEndian.Uint64(res[:]); got != uint64(i) {
+					t.Fatalf("read back %d, wrote %d", got, i)
+				}
+				binary.LittleEndian.PutUint64(buf[:], 1)
+				run(&transport.RMAReq{Kind: transport.RMAFetch, Datatype: uint8(dtype.Uint64), Op: uint8(dtype.Sum),
+					Local: [][]byte{buf[:]}, Result: [][]byte{res[:]}, Remote: []transport.RMAIOV{{Addr: 4088, Len: 8, Key: 7}}})
+				if got := binary.LittleEndian.Uint64(res[:]); got != uint64(i) {
+					t.Fatalf("fetch-add %d returned %d", i, got)
+				}
+			}
+			// A window of 64 non-fetching adds in flight.
+			first := op + 1
+			binary.LittleEndian.PutUint64(buf[:], 1)
+			for range 64 {
+				op++
+				req := &transport.RMAReq{Kind: transport.RMAAtomic, Datatype: uint8(dtype.Uint64), Op: uint8(dtype.Sum),
+					Local: [][]byte{buf[:]}, Remote: []transport.RMAIOV{{Addr: 4088, Len: 8, Key: 7}}}
+				for {
+					_, c := a.RMA(p, req, op)
+					if c == transport.OK {
+						break
+					}
+					if c != transport.EAgain {
+						t.Fatalf("atomic: code %d", c)
+					}
+					a.Poll(as)
+				}
+			}
+			pollUntil(t, "the window's completions", func() bool {
+				for o := first; o <= op; o++ {
+					if _, ok := as.sendDone[o]; !ok {
+						return false
+					}
+				}
+				return true
+			}, a, as)
+			if got := atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[4088]))); got != 264 {
+				t.Fatalf("word after 264 adds: %d", got)
+			}
+			t.Logf("spin passes that read bytes: %d", b.spin.hits.Load())
+		})
+	}
+}
