@@ -81,6 +81,8 @@ type CQ struct {
 
 	signaled atomic.Bool
 	sleep    sleeper // used when no transport offers a Waiter
+
+	maxSleep atomic.Int64 // SetMaxSleep's bound in nanoseconds; 0: maxSleep
 }
 
 // Serial is a domain's serialisation: a mutex taken by every call on the
@@ -344,6 +346,9 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 			continue
 		}
 		d := maxSleep
+		if m := cq.maxSleep.Load(); m > 0 {
+			d = time.Duration(m)
+		}
 		if timeout >= 0 {
 			left := time.Until(deadline)
 			if left <= 0 {
@@ -354,6 +359,13 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		cq.wait(d)
 	}
 }
+
+// SetMaxSleep replaces maxSleep, the bound on one sleep of Sread, for
+// tests: with a bound longer than Sread's timeout a wake-up the transport
+// misses holds Sread until the timeout instead of for 10 ms, so a test can
+// tell a real wake-up from the periodic one without timing anything.
+// d <= 0 restores the default. Safe for concurrent use.
+func (cq *CQ) SetMaxSleep(d time.Duration) { cq.maxSleep.Store(int64(max(d, 0))) }
 
 // spinBudget returns how many passes Sread spins and then yields before
 // it sleeps: the smallest budget a bound Spinner asks for, else the

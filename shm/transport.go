@@ -1814,6 +1814,11 @@ func (t *Transport) Wait(timeout time.Duration) {
 	t.woken.Store(false)
 }
 
+// Sleepers reports how many Waits are asleep or about to sleep on the
+// region's doorbell: from the moment it is non-zero a ring is not lost
+// (tests that prove a wake-up send only then).
+func (t *Transport) Sleepers() uint32 { return t.bell.Sleepers() }
+
 // Wake makes a concurrent Wait return.
 func (t *Transport) Wake() {
 	if t.closed {
