@@ -89,6 +89,8 @@ type tconn struct {
 	trunc    [][]byte
 	rmaHdr   [hdrSize + rma.MaxReqHeader]byte // an RMA request's headers (rma.go)
 	rmaPay   [][]byte
+	ab       []byte // RMA answers gathered in this decoding pass (rma.go)
+	abListed bool   // listed in Transport.answers
 }
 
 // newTconn makes a connection's state with its scratch and queue space,
@@ -437,6 +439,7 @@ func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
 	}
 	tc.src.tc, tc.src.gc = tc, c
 	stalled, err := tc.dec.run(&tc.src, tc)
+	t.flushAnswers()
 	if l.committed {
 		l.committed = false
 		t.ho.publish()

@@ -404,6 +404,7 @@ func (t *Transport) ownerDecode(tc *tconn) bool {
 	tc.src.tc, tc.src.gc = tc, tc.gc
 	tc.owner = true
 	stalled, err := tc.dec.run(&tc.src, tc)
+	t.flushAnswers()
 	tc.owner = false
 	if err != nil {
 		tc.fail(err)

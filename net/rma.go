@@ -446,7 +446,7 @@ func (tc *tconn) rmaAnswerRead(st *rmaRx, x *rma.Target) error {
 	if c != rma.OK {
 		err = tc.rmaAnswer(st, c, nil)
 	} else {
-		err = tc.rmaAnswer(st, rma.OK, st.iov[:n])
+		err = tc.rmaAnswerRegion(st, st.iov[:n])
 	}
 	for i := 0; i < n; i++ {
 		st.holds[i].Release()
@@ -463,6 +463,19 @@ func (tc *tconn) rmaAnswerRead(st *rmaRx, x *rma.Target) error {
 // the socket is copied into the send queue (payload may be a region,
 // held only for the call).
 func (tc *tconn) rmaAnswer(st *rmaRx, code rma.Code, payload [][]byte) error {
+	return tc.rmaAnswerFrom(st, code, payload, false)
+}
+
+// rmaAnswerRegion answers a read with the region's bytes. They are written
+// from the region (not gathered with other answers): the copy would be a
+// read of the target's memory that the race detector cannot order with
+// the target's later writes (it does not see the completion travel back
+// through the socket), and a large read gains nothing from gathering.
+func (tc *tconn) rmaAnswerRegion(st *rmaRx, payload [][]byte) error {
+	return tc.rmaAnswerFrom(st, rma.OK, payload, true)
+}
+
+func (tc *tconn) rmaAnswerFrom(st *rmaRx, code rma.Code, payload [][]byte, region bool) error {
 	p := tc.peer
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -477,6 +490,28 @@ func (tc *tconn) rmaAnswer(st *rmaRx, code rma.Code, payload [][]byte) error {
 		f.length = iovLen(payload)
 	}
 	putHeader(out.hbuf[:], &f)
+	if !region && hdrSize+f.length <= answerSmall {
+		// Batched: written once this decoding pass ends (flushAnswers).
+		if len(out.ab)+hdrSize+int(f.length) > cap(out.ab) {
+			if cap(out.ab) == 0 {
+				out.ab = make([]byte, 0, answerBatch)
+			} else {
+				p.flushAnswerLocked(out)
+			}
+		}
+		out.ab = append(out.ab, out.hbuf[:]...)
+		for _, b := range payload {
+			out.ab = append(out.ab, b...)
+		}
+		if !out.abListed {
+			out.abListed = true
+			tc.t.answers = append(tc.t.answers, out)
+		}
+		return nil
+	}
+	if len(out.ab) > 0 {
+		p.flushAnswerLocked(out) // answers stay in order
+	}
 	if out.ready && out.qh == len(out.q) && len(payload) < maxIOV {
 		n, err := out.writeDirect(out.hbuf[:], payload)
 		if err != nil && err != unix.EAGAIN {
@@ -502,4 +537,68 @@ func (tc *tconn) rmaAnswer(st *rmaRx, code rma.Code, payload [][]byte) error {
 		return fmt.Errorf("%w: peer leaves %d bytes of RMA answers unread", errProto, out.queued)
 	}
 	return nil
+}
+
+// Answers of one decoding pass go out together.
+//
+// A target that reads many requests at once (a window of atomics in
+// flight) wrote one answer per request, one writev each: most of its time
+// went to those system calls, and the initiator's reads of them. Answers
+// up to answerSmall bytes (write acknowledgements, atomic results,
+// refusals; not reads, see rmaAnswerRegion) are now gathered per connection while the loop (or
+// Poll owning the sockets) decodes, and written with one write when the
+// pass ends: every place that runs the decoder calls flushAnswers after
+// it. A larger answer first flushes what is gathered, so answers keep
+// their order. Only the decoding goroutine gathers (the loop and an
+// owning Poll never decode at once); the buffers are under the peer's mu.
+const (
+	answerSmall = 512
+	answerBatch = 16 << 10
+)
+
+// flushAnswers writes the answers gathered during a decoding pass.
+func (t *Transport) flushAnswers() {
+	if len(t.answers) == 0 {
+		return
+	}
+	for i, out := range t.answers {
+		t.answers[i] = nil
+		p := out.peer
+		p.mu.Lock()
+		out.abListed = false
+		p.flushAnswerLocked(out)
+		p.mu.Unlock()
+	}
+	t.answers = t.answers[:0]
+}
+
+// flushAnswerLocked writes out's gathered answers, queueing what the
+// socket does not take. p.mu is held.
+func (p *peer) flushAnswerLocked(out *tconn) {
+	b := out.ab
+	out.ab = out.ab[:0]
+	if len(b) == 0 || out.detached || out.closed {
+		return
+	}
+	if out.ready && out.qh == len(out.q) {
+		n, err := out.writeDirect(b, nil)
+		if err != nil && err != unix.EAGAIN {
+			p.breakLocked(out, err)
+			return
+		}
+		if n == len(b) {
+			return
+		}
+		out.enqueueCopy(b, nil, n, 0, false)
+		if err := p.t.fl.arm(out); err != nil {
+			p.breakLocked(out, err)
+		}
+		return
+	}
+	out.enqueueCopy(b, nil, 0, 0, false)
+	if out.ready && !out.inEpoll {
+		if err := p.flushLocked(out); err != nil {
+			p.breakLocked(out, err)
+		}
+	}
 }

@@ -228,6 +228,7 @@ func (t *Transport) spinPass() bool {
 func (t *Transport) loopDecode(tc *tconn) bool {
 	tc.src.tc, tc.src.gc = tc, tc.gc
 	stalled, err := tc.dec.run(&tc.src, tc)
+	t.flushAnswers()
 	if err != nil {
 		tc.loopFail(err)
 		return false

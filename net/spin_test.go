@@ -107,6 +107,41 @@ func TestSpin_IdleTargetServesOneSided(t *testing.T) {
 			if got := atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[4088]))); got != 264 {
 				t.Fatalf("word after 264 adds: %d", got)
 			}
+			// A window of 64 fetch-adds: the answers, gathered per
+			// decoding pass (rma.go), each reach their own result.
+			results := make([][8]byte, 64)
+			first = op + 1
+			for i := range results {
+				op++
+				req := &transport.RMAReq{Kind: transport.RMAFetch, Datatype: uint8(dtype.Uint64), Op: uint8(dtype.Sum),
+					Local: [][]byte{buf[:]}, Result: [][]byte{results[i][:]}, Remote: []transport.RMAIOV{{Addr: 4088, Len: 8, Key: 7}}}
+				for {
+					_, c := a.RMA(p, req, op)
+					if c == transport.OK {
+						break
+					}
+					if c != transport.EAgain {
+						t.Fatalf("fetch-add: code %d", c)
+					}
+					a.Poll(as)
+				}
+			}
+			pollUntil(t, "the fetch window's completions", func() bool {
+				for o := first; o <= op; o++ {
+					if _, ok := as.sendDone[o]; !ok {
+						return false
+					}
+				}
+				return true
+			}, a, as)
+			seen := map[uint64]bool{}
+			for i := range results {
+				v := binary.LittleEndian.Uint64(results[i][:])
+				if v < 264 || v >= 264+64 || seen[v] {
+					t.Fatalf("fetch-add %d returned %d (seen before: %v)", i, v, seen[v])
+				}
+				seen[v] = true
+			}
 			t.Logf("spin passes that read bytes: %d", b.spin.hits.Load())
 		})
 	}

@@ -186,6 +186,7 @@ type Transport struct {
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
+	answers   []*tconn // connections with gathered RMA answers (rma.go; the decoding goroutine)
 
 	// Poll scratch (the engine's goroutine only).
 	pushRec [msgRecHdr]byte // a PUSH header offered from inside the decoder
@@ -241,6 +242,7 @@ func Listen(cfg Config) (*Transport, error) {
 		done:     make([]event, 0, 64),
 		events:   make([]event, 0, 64),
 		owned:    make([]*tconn, 0, 8),
+		answers:  make([]*tconn, 0, 8),
 	}
 	t.timer.Stop()
 	t.pch = make(chan struct{}, 1)
