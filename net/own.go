@@ -56,7 +56,11 @@ import (
 // parking task steps aside until it completes. Queuing a park costs one
 // small allocation inside gnet (EventLoop.Execute wraps the Runnable in a
 // closure): once per tick and once per Wait that released the loop, never
-// per message. The happens-before edges
+// per message. A tick that finds Poll was not called since the last one
+// hands the loop back instead (the application stopped polling without
+// Wait, say to compute): the loop then reads the sockets at once again,
+// so one-sided requests to an application that polled once are not served
+// once per tick. The happens-before edges
 // are the state mutex and the release channel; the own mutex keeps a
 // Wait on another goroutine from releasing the loop in the middle of
 // Poll's reads.
@@ -228,8 +232,20 @@ func (t *Transport) parkTask(context.Context) error {
 			return nil
 		}
 		t.ticks.Add(1)
-		t.pstate = parkRequested
 		t.parked.Store(false)
+		if t.ownPolls == t.tickPolls {
+			// Poll was not called for a whole tick: the application
+			// stopped polling without Wait. Hand the loop back for good,
+			// so that messages and one-sided requests are read by the
+			// loop at once rather than once per tick.
+			t.pstate = parkIdle
+			t.idled.Add(1)
+			t.pmu.Unlock()
+			t.own.Unlock()
+			return nil
+		}
+		t.tickPolls = t.ownPolls
+		t.pstate = parkRequested
 		t.pmu.Unlock()
 		t.queuePark(el)
 		t.own.Unlock()

@@ -126,3 +126,44 @@ func TestOwnerPoll_ParkedLoopAcceptsNewPeer(t *testing.T) {
 		c.Poll(cs)
 	}
 }
+
+// An engine that borrowed its loop and then stops calling Poll (without
+// Wait) gets its loop handed back at the parked task's next tick: the
+// loop serves the sockets again (a one-sided request to it completes with
+// its application making no call).
+func TestOwnerPoll_StoppedPollingHandsTheLoopBack(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	rmaTarget(t, b)
+	as, bs := newSink(), newSink()
+	p, _ := a.Resolve(b.Name())
+	h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+	if _, c := a.Send(p, h, [][]byte{pattern(8, 1)}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !b.parked.Load() { // b spins until it borrows its loop
+		if time.Now().After(deadline) {
+			t.Fatal("b never borrowed its loop")
+		}
+		a.Poll(as)
+		b.Poll(bs)
+	}
+	for b.parked.Load() || b.idled.Load() == 0 { // b stops polling
+		if time.Now().After(deadline) {
+			t.Fatal("the parked loop was not handed back")
+		}
+		a.Poll(as)
+	}
+	buf := pattern(8, 9)
+	done, c := a.RMA(p, &transport.RMAReq{Kind: transport.RMAWrite, Local: [][]byte{buf}, Remote: []transport.RMAIOV{{Addr: 16, Len: 8, Key: 7}}}, 2)
+	if c != transport.OK {
+		t.Fatalf("RMA: %d", c)
+	}
+	if !done {
+		pollUntil(t, "the write's completion", func() bool { _, ok := as.sendDone[2]; return ok }, a, as)
+	}
+	if as.sendDone[2] != transport.OK {
+		t.Fatalf("write completed with %d", as.sendDone[2])
+	}
+}

@@ -174,6 +174,9 @@ type Transport struct {
 	parked      atomic.Bool
 	parks       atomic.Int64 // times the loop was borrowed (tests)
 	ticks       atomic.Int64 // times a parked loop ran its queue (tests)
+	idled       atomic.Int64 // times a parked loop was handed back for lack of Polls (tests)
+	ownPolls    uint64       // Polls of a parked loop (under own)
+	tickPolls   uint64       // ownPolls at the parked loop's last tick (loop, under own)
 	handshakes  atomic.Int32 // connections opened, not yet ready or closed
 	retired     atomic.Int32 // duplicate connections retired (tests)
 	pushes      atomic.Int64 // PUSH frames received (tests)
@@ -472,6 +475,7 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 	work := false
 	if !t.cfg.LoopOnly && t.parked.Load() {
 		t.own.Lock()
+		t.ownPolls++
 		if t.ownerPoll() {
 			work = true
 		}
