@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -40,6 +41,14 @@ func openRMANode(t testing.TB, prov string, cfg rmaNodeCfg) *rmaNode {
 	if prov == "shm_nocma" { // single copy refused: the executor's channel
 		t.Setenv(shm.DisableCMAEnv, "1")
 		prov = "shm"
+	}
+	// shm_spin: a goroutine drives the endpoint's progress all the time
+	// (as a libfabric target polls its CQ), so small operations to it are
+	// taken by its Poll (quick requests) rather than single copy.
+	spin := prov == "shm_spin"
+	if spin {
+		prov = "shm"
+		hints.DomainAttr.Threading = ThreadSafe // the spinner and the test both call in
 	}
 	remote := prov == linkName+"_remote"
 	if remote {
@@ -105,6 +114,26 @@ func openRMANode(t testing.TB, prov string, cfg rmaNodeCfg) *rmaNode {
 		n.dom.Close()
 		n.fab.Close()
 	})
+	if spin {
+		stop, done, running := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n.cq.Read(nil) // progress only: the test reads the entries
+				if i == 100 {
+					close(running)
+				}
+				runtime.Gosched()
+			}
+		}()
+		t.Cleanup(func() { close(stop); <-done })
+		<-running
+	}
 	return n
 }
 
@@ -174,7 +203,7 @@ func waitTx(t testing.TB, n *rmaNode, others []*rmaNode, ctx any) (CQEntry, erro
 	return CQEntry{}, nil
 }
 
-var rmaProviders = []string{"tcp", "shm", "shm_nocma", "shm+tcp", "shm+tcp_remote"}
+var rmaProviders = []string{"tcp", "shm", "shm_nocma", "shm_spin", "shm+tcp", "shm+tcp_remote"}
 
 // snapshot copies a region's bytes between two MR.Bytes calls, which
 // order the copy after the accesses executors of this process made and

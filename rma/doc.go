@@ -17,7 +17,10 @@
 //     memory from AllocMR that it maps itself (package shm);
 //   - the target's shm executor goroutine, serving requests that came
 //     through a shared-memory channel when the kernel refuses single copy,
-//     and every atomic on memory the initiator cannot map (package shm).
+//     and every atomic on memory the initiator cannot map (package shm);
+//   - the target's shm Poll, when its application drives progress anyway,
+//     serving small requests an initiator offered it first (package shm's
+//     quick requests: Target.Run under the same checks).
 //
 // Each access first takes a holder cell of the region's slot in the key
 // table (a word in the table's shared memory holding the accessor's pid),

@@ -115,6 +115,124 @@ func (t *Table) Access(key, addr, n, want uint64) (Hold, uint64, Code) {
 	return h, off, OK
 }
 
+// Peek checks an access of n bytes at addr needing rights want like
+// Access, without taking a holder cell: a snapshot of the region's slot
+// and addr's offset in it, or the code Access would give. Nothing keeps
+// the region from closing after it returns: it decides which path an
+// access takes, the executor checks again.
+func (t *Table) Peek(key, addr, n, want uint64) (Slot, uint64, Code) {
+	for try := 0; try < 4; try++ {
+		i := t.find(key)
+		if i < 0 {
+			return Slot{}, 0, EAccess
+		}
+		st := t.state(i)
+		s := st.Load()
+		if s&stMask != stLive {
+			continue
+		}
+		sl := t.snapshot(i, s)
+		if sl.Key != key || st.Load() != s {
+			continue
+		}
+		if !sl.Allows(want) {
+			return Slot{}, 0, EAccess
+		}
+		off, c := sl.Range(addr, n)
+		if c != OK {
+			return Slot{}, 0, c
+		}
+		return sl, off, OK
+	}
+	return Slot{}, 0, EAccess
+}
+
+// Run validates and executes r, whose payload (write data, atomic
+// operands) is data[:r.Payload] and whose answer (read data, atomic
+// results) goes to data: EMsgSize when either does not fit in data. res
+// is scratch for atomic results (MaxAtomic bytes). With count, a request
+// that succeeds is counted as Done counts it. It returns the status and
+// the answer's length. Every range is checked before a byte is touched; a
+// request of one range holds its region once for the check, the copy and
+// the count.
+func (x *Target) Run(r *Request, data, res []byte, count bool) (Code, uint64) {
+	total := r.Total()
+	switch {
+	case r.Payload > uint64(len(data)):
+		return EMsgSize, 0
+	case r.Kind == KindRead && total > uint64(len(data)):
+		return EMsgSize, 0
+	}
+	if r.NIOV == 1 && !r.Kind.IsAtomic() {
+		return x.runOne(r, data, count)
+	}
+	if c := x.Validate(r); c != OK {
+		return c, 0
+	}
+	var ans uint64
+	switch r.Kind {
+	case KindWrite:
+		if c := x.WriteAt(r, 0, data[:r.Payload]); c != OK {
+			return c, 0
+		}
+	case KindRead:
+		if c := x.ReadAt(r, 0, data[:total]); c != OK {
+			return c, 0
+		}
+		ans = total
+	default:
+		var out []byte
+		if r.Kind != KindAtomic {
+			out = res[:total] // Validate bounded total by MaxAtomic
+		}
+		if c := x.Atomic(r, data[:r.Payload], out); c != OK {
+			return c, 0
+		}
+		ans = uint64(copy(data, out))
+	}
+	if count {
+		x.Done(r)
+	}
+	return OK, ans
+}
+
+// runOne runs a write or read of one range under one hold.
+func (x *Target) runOne(r *Request, data []byte, count bool) (Code, uint64) {
+	v := &r.IOV[0]
+	if r.Kind == KindRead && v.Len > MaxRead {
+		return EInval, 0
+	}
+	want := Rights(r.Kind, r.Op)
+	h, off, c := x.Table.Access(v.Key, v.Addr, v.Len, want)
+	if c != OK {
+		return c, 0
+	}
+	var ans uint64
+	if r.Kind == KindWrite {
+		copy(h.Mem[off:off+v.Len], data[:v.Len])
+	} else {
+		copy(data[:v.Len], h.Mem[off:off+v.Len])
+		ans = v.Len
+	}
+	if count && r.Flags&FlagCont == 0 {
+		if r.Kind == KindWrite {
+			x.Table.Count(h.CntrW)
+		} else {
+			x.Table.Count(h.CntrR)
+		}
+	}
+	h.Release()
+	if count && r.Flags&FlagMore == 0 {
+		if r.Kind == KindWrite && x.RemoteWrite != nil {
+			x.RemoteWrite.Add(1)
+		}
+		if r.Kind == KindRead && x.RemoteRead != nil {
+			x.RemoteRead.Add(1)
+		}
+	}
+	return OK, ans
+}
+
 // Locate maps position pos of the request's byte stream to a range index
 // and the offset in it; ok is false past the end.
 func (r *Request) Locate(pos uint64) (int, uint64, bool) {
@@ -259,10 +377,15 @@ func ExecAtomic(t *Table, dt dtype.Type, op dtype.Op, mem, src, cmp, res []byte)
 // Done counts a request that completed successfully: once per range in
 // its region's counters (bound with MR.BindCntr), once in the endpoint's.
 // Writes and atomics that may change memory count as remote writes;
-// reads and fetching atomics as remote reads.
+// reads and fetching atomics as remote reads. A part of a split operation
+// counts only what its flags leave to it (FlagMore, FlagCont), so the
+// operation counts once in all.
 func (x *Target) Done(r *Request) {
 	w, rd := Counts(r.Kind, r.Op)
 	for i := 0; i < r.NIOV; i++ {
+		if i == 0 && r.Flags&FlagCont != 0 {
+			continue
+		}
 		h, c := x.Table.Acquire(r.IOV[i].Key)
 		if c != OK {
 			continue
@@ -274,6 +397,9 @@ func (x *Target) Done(r *Request) {
 			x.Table.Count(h.CntrR)
 		}
 		h.Release()
+	}
+	if r.Flags&FlagMore != 0 {
+		return
 	}
 	if w && x.RemoteWrite != nil {
 		x.RemoteWrite.Add(1)

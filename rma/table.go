@@ -559,11 +559,7 @@ func (t *Table) Acquire(key uint64) (Hold, Code) {
 		if s&stMask != stLive {
 			continue
 		}
-		sl := Slot{Index: i, Gen: uint32(s >> 2),
-			Key: t.field(i, sKey).Load(), Addr: t.field(i, sAddr).Load(), Len: t.field(i, sLen).Load(),
-			Base: t.field(i, sBase).Load(), Access: t.field(i, sAccess).Load(),
-			CntrW: int(t.field32(i, sCntrW).Load()) - 1, CntrR: int(t.field32(i, sCntrR).Load()) - 1,
-			Allocated: t.field32(i, sFlags).Load()&FlagAllocated != 0}
+		sl := t.snapshot(i, s)
 		if sl.Key != key || st.Load() != s {
 			continue
 		}
@@ -591,6 +587,15 @@ func (t *Table) Acquire(key uint64) (Hold, Code) {
 		return Hold{Slot: sl, cell: c, hb: hb}, OK
 	}
 	return Hold{}, EAccess
+}
+
+// snapshot reads slot i's fields (state s).
+func (t *Table) snapshot(i int, s uint64) Slot {
+	return Slot{Index: i, Gen: uint32(s >> 2),
+		Key: t.field(i, sKey).Load(), Addr: t.field(i, sAddr).Load(), Len: t.field(i, sLen).Load(),
+		Base: t.field(i, sBase).Load(), Access: t.field(i, sAccess).Load(),
+		CntrW: int(t.field32(i, sCntrW).Load()) - 1, CntrR: int(t.field32(i, sCntrR).Load()) - 1,
+		Allocated: t.field32(i, sFlags).Load()&FlagAllocated != 0}
 }
 
 // takeCell takes a free holder cell of slot i, waiting (without end only

@@ -43,7 +43,7 @@ const (
 //	1  datatype u8 (atomics, else 0)
 //	2  op u8       (atomics, else 0)
 //	3  niov u8     (1..MaxIOV)
-//	4  reserved u32, zero
+//	4  flags u32   FlagMore, FlagCont (other bits: malformed)
 //	8  id u64      the initiator's name for the operation
 //	16 payload u64 bytes that follow the range list: write data; atomic
 //	               operands (and, for compare, as many compare operands);
@@ -64,6 +64,21 @@ const (
 	MaxReqHeader = ReqHeader + MaxIOV*IOVSize
 )
 
+// Request flags, for an operation a transport splits into several
+// requests (tcp reads above MaxRead): the target counts the operation
+// once, as if it were one request.
+const (
+	// FlagMore: more requests of the operation follow; the target does
+	// not count this one at the endpoint's counters.
+	FlagMore uint32 = 1 << 0
+	// FlagCont: the request's first range continues a range an earlier
+	// request of the operation began; the target does not count it again
+	// at its region's counters.
+	FlagCont uint32 = 1 << 1
+
+	flagsKnown = FlagMore | FlagCont
+)
+
 // IOV is one remote range of a request.
 type IOV struct {
 	Addr, Len, Key uint64
@@ -74,6 +89,7 @@ type Request struct {
 	Kind     Kind
 	Datatype uint8
 	Op       uint8
+	Flags    uint32 // FlagMore, FlagCont
 	ID       uint64
 	Payload  uint64
 	NIOV     int
@@ -104,7 +120,7 @@ func (r *Request) Encode(b []byte) int {
 	n := r.HeaderLen()
 	b = b[:n]
 	b[0], b[1], b[2], b[3] = byte(r.Kind), r.Datatype, r.Op, byte(r.NIOV)
-	le.PutUint32(b[4:], 0)
+	le.PutUint32(b[4:], r.Flags)
 	le.PutUint64(b[8:], r.ID)
 	le.PutUint64(b[16:], r.Payload)
 	for i := 0; i < r.NIOV; i++ {
@@ -132,7 +148,7 @@ func PeekHeaderLen(b []byte) (int, error) {
 
 // DecodeRequest parses a request header from b into r and returns its
 // length. It checks structure only: the kind, the range count, zero
-// reserved bytes, and that the payload length agrees with the kind and
+// bytes and unknown flags, and that the payload length agrees with the kind and
 // the ranges (so a reader always knows how many bytes follow). What the
 // target thinks of keys, ranges, datatypes and counts is Check's and the
 // executor's business, answered with an error status, not a broken
@@ -145,10 +161,10 @@ func DecodeRequest(b []byte, r *Request) (int, error) {
 	if len(b) < n {
 		return 0, fmt.Errorf("%w: %d of %d header bytes", ErrMalformed, len(b), n)
 	}
-	*r = Request{Kind: Kind(b[0]), Datatype: b[1], Op: b[2], NIOV: int(b[3]),
+	*r = Request{Kind: Kind(b[0]), Datatype: b[1], Op: b[2], NIOV: int(b[3]), Flags: le.Uint32(b[4:]),
 		ID: le.Uint64(b[8:]), Payload: le.Uint64(b[16:])}
-	if le.Uint32(b[4:]) != 0 {
-		return 0, fmt.Errorf("%w: reserved bytes set", ErrMalformed)
+	if r.Flags&^flagsKnown != 0 {
+		return 0, fmt.Errorf("%w: unknown flags %#x", ErrMalformed, r.Flags)
 	}
 	var total uint64
 	for i := 0; i < r.NIOV; i++ {

@@ -6,7 +6,7 @@ import (
 )
 
 func TestRequest_RoundTrip(t *testing.T) {
-	r := Request{Kind: KindCompare, Datatype: 7, Op: 12, ID: 99, NIOV: 2, Payload: 32,
+	r := Request{Kind: KindCompare, Datatype: 7, Op: 12, Flags: FlagMore | FlagCont, ID: 99, NIOV: 2, Payload: 32,
 		IOV: [MaxIOV]IOV{{Addr: 8, Len: 8, Key: 1}, {Addr: 64, Len: 8, Key: 2}}}
 	b := make([]byte, MaxReqHeader)
 	n := r.Encode(b)
@@ -30,7 +30,8 @@ func TestDecodeRequest_Refuses(t *testing.T) {
 		{"kind 6", func(r *Request, b []byte) { b[0] = 6 }},
 		{"no ranges", func(r *Request, b []byte) { b[3] = 0 }},
 		{"too many ranges", func(r *Request, b []byte) { b[3] = MaxIOV + 1 }},
-		{"reserved", func(r *Request, b []byte) { b[5] = 1 }},
+		{"unknown flag", func(r *Request, b []byte) { b[5] = 1 }},
+		{"flag 4", func(r *Request, b []byte) { b[4] = 4 }},
 		{"write payload mismatch", func(r *Request, b []byte) { le.PutUint64(b[16:], 9) }},
 		{"write with datatype", func(r *Request, b []byte) { b[1] = 7 }},
 		{"read with payload", func(r *Request, b []byte) { b[0] = byte(KindRead) }},
@@ -79,6 +80,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	for _, r := range []Request{
 		{Kind: KindWrite, NIOV: 1, Payload: 10, IOV: [MaxIOV]IOV{{Len: 10, Key: 1}}},
 		{Kind: KindRead, NIOV: 2, IOV: [MaxIOV]IOV{{Len: 10, Key: 1}, {Addr: 5, Len: 3, Key: 9}}},
+		{Kind: KindRead, Flags: FlagMore | FlagCont, NIOV: 1, IOV: [MaxIOV]IOV{{Addr: 4 << 20, Len: 4 << 20, Key: 1}}},
 		{Kind: KindFetch, Datatype: 7, Op: opAtomicRead, NIOV: 1, IOV: [MaxIOV]IOV{{Len: 8}}},
 		{Kind: KindCompare, Datatype: 7, Op: 12, NIOV: 1, Payload: 16, IOV: [MaxIOV]IOV{{Len: 8}}},
 	} {

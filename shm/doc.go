@@ -14,8 +14,10 @@
 // ring) are placed in segments created here. One-sided operations (RMA
 // and atomics, rma.go) are done by the initiator on AllocMR memory it maps
 // (atomics with the element kernels of package dtype/kernel, rma_atomic.go),
-// by process_vm_writev/readv, or by the target's executor goroutine
-// (rmachan.go), all checked through package rma's key table.
+// by process_vm_writev/readv, by the target's Poll when its application
+// is polling anyway (quick requests, rmafast.go), or by the target's
+// executor goroutine (rmachan.go), all checked through package rma's key
+// table.
 //
 // One-sided operations (rma.go, rmasvc.go, rmachan.go): an endpoint that
 // serves RMA publishes a service segment next to its region (its key
@@ -24,7 +26,11 @@
 // process_vm_writev/readv, after checking every range against the target's
 // key table; what they cannot do themselves (single copy refused, atomics)
 // they post in a channel segment that the target's executor goroutine
-// serves. The target's application never runs for any of it.
+// serves. A small operation to a target whose application is inside gofi's
+// progress at the moment is first offered to that progress through a
+// quick slot of the service segment; what the target does not take within
+// microseconds the initiator withdraws (one compare-and-swap decides) and
+// does itself. The target's application never has to run for any of it.
 //
 // Everything read from a shared mapping is untrusted: offsets and lengths
 // are checked before use, and a foreign or corrupt region is refused with an

@@ -50,6 +50,9 @@ type rmaState struct {
 	holds  [rma.MaxIOV]rma.Hold
 	offs   [rma.MaxIOV]uint64
 	opFree []*chanOp
+	// quick requests (rmafast.go): ours to targets, and serving ours
+	freq rma.Request
+	fast fastServer
 	// direct atomics (rma_atomic.go): the ranges' memory, the operands
 	// and the results
 	amem [rma.MaxIOV][]byte
@@ -76,6 +79,11 @@ type rmaPeer struct {
 	tbl    *rmaTable
 	sameNS bool
 	self   bool // the target is this process: its executor needs our CPU
+	own    bool // the target is this transport: it cannot poll while we wait
+	// fast is our quick slot in the target's service (or fastUnclaimed,
+	// fastNone), fastTok its owner token
+	fast    int
+	fastTok uint64
 	// aliveAt is when the target was last seen alive: copies into its
 	// AllocMR memory would succeed after its death, so the direct path
 	// checks its service segment's lock every PeerTimeout.
@@ -163,6 +171,14 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 	atom := req.Kind > transport.RMARead
 	direct := (!atom || atomicDirectOK(req.Datatype)) && rp.inflight == 0 && len(rp.queue) == 0
 	cma := t.SingleCopy(pi) && rp.sameNS
+	if !rp.own && rp.inflight == 0 && len(rp.queue) == 0 && rp.svc.active().Load() != 0 {
+		// The target is in its progress loop: offer the operation to it
+		// (rmafast.go), unless plain copies or atomics on memory we map
+		// do better.
+		if c, done := t.rmaTryFast(rp, req, want, atom); done {
+			return true, c
+		}
+	}
 	var total uint64
 	for i, v := range req.Remote {
 		h, off, code := rp.tbl.t.Access(v.Key, v.Addr, v.Len, want)
@@ -242,7 +258,8 @@ func (t *Transport) rmaAttach(p *peer) (*rmaPeer, transport.Code) {
 		t.rma.tables[s.table] = tb
 	}
 	ns := PidNS()
-	p.rma = &rmaPeer{svc: s, tbl: tb, sameNS: ns != 0 && s.pidNS == ns, ent: -1, self: s.pid == os.Getpid()}
+	p.rma = &rmaPeer{svc: s, tbl: tb, sameNS: ns != 0 && s.pidNS == ns, ent: -1, self: s.pid == os.Getpid(),
+		own: p.name == t.name, fast: fastUnclaimed}
 	return p.rma, transport.OK
 }
 
@@ -725,6 +742,9 @@ func (t *Transport) rmaFail(p *peer, c transport.Code) {
 	if rp.ch != nil {
 		rp.svc.giveUp(rp.ent)
 		_ = rp.ch.Close()
+	}
+	if rp.fast >= 0 {
+		rp.svc.releaseFast(rp.fast, rp.fastTok)
 	}
 	_ = rp.svc.seg.Close()
 }

@@ -300,6 +300,7 @@ func (e *executor) drop(i int) {
 // housekeep frees the entries and channels of initiators that died.
 func (e *executor) housekeep() {
 	e.last = time.Now()
+	e.svc.freeDeadFast()
 	for i := 0; i < SvcEntries; i++ {
 		w := e.svc.ent(i)
 		v := w.Load()
@@ -355,40 +356,12 @@ func (e *executor) execute(slot, data []byte) (rma.Code, uint64) {
 			return rma.EInval, 0
 		}
 	}
-	total := r.Total()
-	switch {
-	case r.Payload > ChanData:
-		return rma.EMsgSize, 0
-	case r.Kind == rma.KindRead && total > ChanData:
-		return rma.EMsgSize, 0
-	}
-	x := e.x
-	if c := x.Validate(r); c != rma.OK {
+	c, ans := e.x.Run(r, data[:min(len(data), ChanData)], e.res[:], false)
+	if c != rma.OK {
 		return c, 0
 	}
-	var ans uint64
-	switch r.Kind {
-	case rma.KindWrite:
-		if c := x.WriteAt(r, 0, data[:r.Payload]); c != rma.OK {
-			return c, 0
-		}
-	case rma.KindRead:
-		if c := x.ReadAt(r, 0, data[:total]); c != rma.OK {
-			return c, 0
-		}
-		ans = total
-	default:
-		var res []byte
-		if r.Kind != rma.KindAtomic {
-			res = e.res[:total]
-		}
-		if c := x.Atomic(r, data[:r.Payload], res); c != rma.OK {
-			return c, 0
-		}
-		ans = uint64(copy(data, res))
-	}
 	if count {
-		x.Done(&e.cnt)
+		e.x.Done(&e.cnt)
 	}
 	return rma.OK, ans
 }

@@ -15,7 +15,7 @@ import (
 // the region's (SvcName), so a peer finds it knowing only the endpoint's
 // address, and nothing in it needs the owner's application to run.
 //
-// Layout, version 1, host byte order:
+// Layout, version 2, host byte order:
 //
 //	0   magic u32 (stored last)      4   version u32
 //	8   owner pid u32                12  entries u32
@@ -27,18 +27,29 @@ import (
 //	104 zero up to 256
 //	256 doorbell (seq u32, waiters u32) on two lines of its own: the
 //	    owner's executor sleeps on it; initiators ring it after posting
-//	384 entries x 128 B, one per channel (see rmachan.go):
+//	384 active u32 on a line of its own: set by the owner's progress
+//	    (Poll), cleared by its Wait and by an initiator whose quick
+//	    request the owner did not take in time (rmafast.go)
+//	448 quick-slot claims u32 on a line of its own: bumped by every
+//	    initiator claiming a quick slot (the owner then re-reads the
+//	    owner words)
+//	512 entries x 128 B, one per channel (see rmachan.go):
 //	      +0  state u64: 0 free; pid<<32|1 claimed; pid<<32|2 ready;
 //	          pid<<32|3 adopted by the executor; pid<<32|4 given up by
 //	          the initiator (the executor unmaps and frees it)
 //	      +8  name length u32, +12 zero
 //	      +16 channel segment name [64]byte
+//	16896 quick slot owners x u64: 0 free, pid<<32|serial of the
+//	    initiator transport using it (see rmafast.go)
+//	17920 quick slots x fastSlotSize
 const (
-	svcMagic   uint32 = 0x56534647 // "GFSV" in memory on little endian
-	svcVersion uint32 = 1
-	svcBellOff        = 256
-	svcEntOff         = 384
-	svcEntSize        = 128
+	svcMagic     uint32 = 0x56534647 // "GFSV" in memory on little endian
+	svcVersion   uint32 = 2
+	svcBellOff          = 256
+	svcActiveOff        = 384
+	svcClaimsOff        = 448
+	svcEntOff           = 512
+	svcEntSize          = 128
 	// SvcEntries is how many channels one service takes: initiators that
 	// use the executor at once.
 	SvcEntries = 128
@@ -63,7 +74,7 @@ const (
 	entGiveUp = 4
 )
 
-func svcSize() int { return svcEntOff + SvcEntries*svcEntSize }
+func svcSize() int { return svcFastOff + SvcEntries*fastSlotSize }
 
 // SvcName returns the name of the RMA service segment of the endpoint
 // whose region is named region: region+".r" when that fits, else a name

@@ -1252,6 +1252,9 @@ func (t *Transport) Poll(s transport.Sink) bool {
 	if len(t.rma.busy) > 0 {
 		did = t.rmaProgress() || did
 	}
+	if t.rma.exec != nil {
+		did = t.rmaServeFast() || did
+	}
 	if t.polls++; t.polls&255 == 0 {
 		t.tick()
 	}
@@ -1809,6 +1812,9 @@ func (t *Transport) Wait(timeout time.Duration) {
 	}
 	if t.busyN.Load() > 0 || t.rma.busyN.Load() > 0 {
 		timeout = min(timeout, t.cfg.PeerTimeout)
+	}
+	if s := t.rma.svc; s != nil {
+		s.active().Store(0) // initiators stop offering quick requests
 	}
 	_, _ = t.bell.Wait(timeout, t.anyWork)
 	t.woken.Store(false)

@@ -9,14 +9,17 @@
 #   ROUNDS=9 PROVS=shm SIZES=8,1048576 benchmarks/rma/vs_libfabric.sh
 #   MEM=alloc benchmarks/rma/vs_libfabric.sh            # gofi target memory from AllocMR
 #
-# gofi's target makes no gofi call (shm: the initiator copies with
-# process_vm_writev/readv, or into AllocMR memory it maps; tcp: the
-# target's event loop); libfabric's shm and tcp;ofi_rxm move RMA data in
+# Two gofi rows: "gofi", whose target makes no gofi call (shm: the
+# initiator copies with process_vm_writev/readv, or into AllocMR memory it
+# maps; tcp: the target's event loop), and "gofi-spin", whose target polls
+# its CQ in a loop (shm: small operations are then taken by its progress,
+# the quick requests). libfabric's shm and tcp;ofi_rxm move RMA data in
 # the target's progress, so its target spins on fi_cq_read. Each round
 # prints its placement (perftest place: near/far cache-line round trip)
-# and the load; the summary gives medians over rounds and the ratio
-# gofi/libfabric (latency: < 1 gofi faster; bandwidth: > 1 gofi faster).
-# The machine is shared: only same-run ratios mean anything.
+# and the load; the summary gives medians over rounds and the ratios
+# gofi/libfabric and gofi-spin/libfabric (latency: < 1 gofi faster;
+# bandwidth: > 1 gofi faster). The machine is shared: only same-run ratios
+# mean anything.
 set -eu
 ROUNDS=${ROUNDS:-5}
 PROVS=${PROVS:-shm tcp}
@@ -44,21 +47,26 @@ for r in $(seq 1 "$ROUNDS"); do
 		place=$("$tmp/perftest" place | sed -n 's/.*(\([a-z]*\);.*/\1/p' | head -1)
 		echo "# round $r $p placement ${place:-?} load $(cut -d' ' -f1-3 /proc/loadavg)"
 		"$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
+		"$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" -target-spin | grep -v '^#' | sed "s/^/gofi-spin $p $place /" | tee -a "$out"
 		timeout 600 "$tmp/fi_rma_bench" -p "$lp" -s "$SIZES" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
 	done
 done
 echo
-echo "# medians over rounds (latency: median µs; bandwidth: MB/s), ratio gofi/libfabric"
-printf "%-5s %-6s %-10s %9s %12s %12s %8s\n" prov place test size gofi libfabric ratio
+echo "# medians over rounds (latency: median µs; bandwidth: MB/s), ratios to libfabric"
+echo "# gofi: the target makes no gofi call; gofi-spin: it polls its CQ, as libfabric's must"
+printf "%-5s %-6s %-10s %9s %10s %10s %10s %7s %7s\n" prov place test size gofi gofi-spin libfabric ratio spin-r
 med() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
 for p in $PROVS; do
 	for place in near far; do
 		for test in write-lat read-lat write-bw read-bw; do
 			for s in $(echo "$SIZES" | tr , ' '); do
-				g=$(awk -v p="$p" -v pl="$place" -v t="$test" -v s="$s" '$1=="gofi" && $2==p && $3==pl && $4==t && $5==s {print $6}' "$out" | med)
-				l=$(awk -v p="$p" -v pl="$place" -v t="$test" -v s="$s" '$1=="libfabric" && $2==p && $3==pl && $4==t && $5==s {print $6}' "$out" | med)
+				sel() { awk -v who="$1" -v p="$p" -v pl="$place" -v t="$test" -v s="$s" '$1==who && $2==p && $3==pl && $4==t && $5==s {print $6}' "$out" | med; }
+				g=$(sel gofi)
+				sp=$(sel gofi-spin)
+				l=$(sel libfabric)
 				[ -z "$g" ] || [ -z "$l" ] && continue
-				printf "%-5s %-6s %-10s %9s %12s %12s %8.2f\n" "$p" "$place" "$test" "$s" "$g" "$l" "$(awk -v g="$g" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')"
+				printf "%-5s %-6s %-10s %9s %10s %10s %10s %7.2f %7.2f\n" "$p" "$place" "$test" "$s" "$g" "${sp:-?}" "$l" \
+					"$(awk -v g="$g" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')" "$(awk -v g="${sp:-0}" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')"
 			done
 		done
 	done

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -140,22 +139,8 @@ func atomicTarget(prov string, alloc, spin bool, stdout io.Writer) error {
 		return err
 	}
 	defer mr.Close()
-	if !spin {
-		_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
-		return nil
-	}
-	var stop atomic.Bool
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop.Store(true)
-	}()
-	var e [8]fi.CQEntry
-	for i := 0; ; i++ {
-		_, _ = cq.Read(e[:])
-		if i&1023 == 0 && stop.Load() {
-			return nil
-		}
-	}
+	serveTarget(cq, spin)
+	return nil
 }
 
 func atomicInitiator(prov string, alloc, spin bool, iters, window int, stdout, stderr io.Writer) error {
@@ -177,7 +162,7 @@ func atomicInitiator(prov string, alloc, spin bool, iters, window int, stdout, s
 	place := probeLocal()
 	printPlacement(stdout, place, nil)
 	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, target %s, load %s\n", prov, map[bool]string{true: "AllocMR", false: "RegMR"}[alloc],
-		map[bool]string{true: "polling its CQ", false: "making no gofi call"}[spin], loadavg())
+		targetDoes(spin), loadavg())
 	for _, op := range []string{"fetch-add", "cswap"} {
 		t, err := b.latency(op, iters)
 		if err != nil {

@@ -39,6 +39,7 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 	iters := fs.Int("n", 2000, "operations timed per latency test (bandwidth: scaled by size)")
 	window := fs.Int("w", 16, "operations in flight for the bandwidth tests")
 	alloc := fs.Bool("alloc", false, "target region from AllocMR (shm peers map it); false: RegMR on Go memory")
+	spin := fs.Bool("target-spin", false, "the target polls its CQ in a loop (as libfabric's target must for its progress); default: it makes no gofi call")
 	jsonOut := fs.String("json", "", "also write the results as JSON to `file`")
 	target := fs.Bool(rmaTargetArg[1:], false, "internal: be the target process")
 	if err := fs.Parse(args); err != nil {
@@ -53,7 +54,7 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 	}
 	maxSize := slices.Max(sizes)
 	if *target {
-		if err := rmaTarget(*prov, *alloc, maxSize, stdout); err != nil {
+		if err := rmaTarget(*prov, *alloc, *spin, maxSize, stdout); err != nil {
 			fmt.Fprintf(stderr, "perftest rma target: %v\n", err)
 			return 1
 		}
@@ -62,7 +63,7 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 	if *iters < 10 || *window < 1 || maxSize < 1 {
 		return usageErr(stderr, "rma", errors.New("-n at least 10, -w at least 1, sizes at least 1"))
 	}
-	if err := rmaInitiator(*prov, *sizesArg, sizes, *alloc, *iters, *window, *jsonOut, stdout, stderr); err != nil {
+	if err := rmaInitiator(*prov, *sizesArg, sizes, *alloc, *spin, *iters, *window, *jsonOut, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "perftest rma: %v\n", err)
 		return 1
 	}
@@ -70,8 +71,8 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 }
 
 // rmaTarget serves as the target until stdin closes.
-func rmaTarget(prov string, alloc bool, size int, stdout io.Writer) error {
-	dom, ep, _, _, done, err := benchEndpoint(prov, fi.Msg|fi.RMA)
+func rmaTarget(prov string, alloc, spin bool, size int, stdout io.Writer) error {
+	dom, ep, _, cq, done, err := benchEndpoint(prov, fi.Msg|fi.RMA)
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,7 @@ func rmaTarget(prov string, alloc bool, size int, stdout io.Writer) error {
 		return err
 	}
 	defer mr.Close()
-	_, _ = io.Copy(io.Discard, os.Stdin) // no gofi call until the initiator is done
+	serveTarget(cq, spin)
 	return nil
 }
 
@@ -94,16 +95,18 @@ type rmaRecord struct {
 }
 
 type rmaReport struct {
-	Cmd       string      `json:"cmd"`
-	Provider  string      `json:"provider"`
-	Memory    string      `json:"memory"`
-	Load      string      `json:"load"`
-	Placement []string    `json:"placement"`
-	Results   []rmaRecord `json:"results"`
+	Cmd        string      `json:"cmd"`
+	Provider   string      `json:"provider"`
+	Memory     string      `json:"memory"`
+	TargetSpin bool        `json:"target_spin"`
+	Load       string      `json:"load"`
+	Placement  []string    `json:"placement"`
+	Results    []rmaRecord `json:"results"`
 }
 
-func rmaInitiator(prov, sizesArg string, sizes []int, alloc bool, iters, window int, jsonOut string, stdout, stderr io.Writer) error {
-	name, key, stop, err := startTarget([]string{"rma", "-p", prov, "-s", sizesArg, "-alloc=" + strconv.FormatBool(alloc), rmaTargetArg}, stderr)
+func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, window int, jsonOut string, stdout, stderr io.Writer) error {
+	name, key, stop, err := startTarget([]string{"rma", "-p", prov, "-s", sizesArg, "-alloc=" + strconv.FormatBool(alloc),
+		"-target-spin=" + strconv.FormatBool(spin), rmaTargetArg}, stderr)
 	if err != nil {
 		return err
 	}
@@ -118,10 +121,10 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc bool, iters, window 
 		return err
 	}
 	mem := map[bool]string{true: "AllocMR", false: "RegMR"}[alloc]
-	rep := &rmaReport{Cmd: "rma", Provider: prov, Memory: mem, Load: loadavg()}
+	rep := &rmaReport{Cmd: "rma", Provider: prov, Memory: mem, TargetSpin: spin, Load: loadavg()}
 	place := probeLocal()
 	printPlacement(stdout, place, nil)
-	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, load %s\n", prov, mem, rep.Load)
+	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, target %s, load %s\n", prov, mem, targetDoes(spin), rep.Load)
 	b := &rmaBench{ab: atomicBench{ep: ep, cq: cq, dest: addrs[0], key: key}, buf: make([]byte, slices.Max(sizes))}
 	for _, size := range sizes {
 		n := max(10, min(iters, iters*4096/max(size, 1)))

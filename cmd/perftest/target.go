@@ -9,13 +9,14 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gofi-dev/fi"
 )
 
 // The one-sided benchmarks (perftest rma, perftest atomic) run against a
 // target process of this binary: it registers a region, prints
-// "target <hex name> <key>" and then makes no gofi call (or, with atomic
+// "target <hex name> <key>" and then makes no gofi call (or, with
 // -target-spin, only polls its CQ) until its stdin closes.
 
 // announceTarget registers a region of size bytes for remote reads and
@@ -79,4 +80,34 @@ func startTarget(args []string, stderr io.Writer) (name []byte, key uint64, stop
 		return nil, 0, nil, err
 	}
 	return name, key, stop, nil
+}
+
+// serveTarget returns when stdin closes. Until then the target makes no
+// gofi call, or with spin polls cq in a loop (as a libfabric target must
+// for its RMA to progress).
+func serveTarget(cq *fi.CQ, spin bool) {
+	if !spin {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		return
+	}
+	var stop atomic.Bool
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop.Store(true)
+	}()
+	var e [8]fi.CQEntry
+	for i := 0; ; i++ {
+		_, _ = cq.Read(e[:])
+		if i&1023 == 0 && stop.Load() {
+			return
+		}
+	}
+}
+
+// targetDoes says what the target does meanwhile, for the header lines.
+func targetDoes(spin bool) string {
+	if spin {
+		return "polling its CQ"
+	}
+	return "making no gofi call"
 }
