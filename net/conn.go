@@ -69,6 +69,7 @@ type tconn struct {
 	shaking    bool // counted in t.handshakes (loop only)
 	stalled    atomic.Bool
 	rx         *rmaRx // the RMA request being executed (rma.go)
+	lastPush   bool   // the last frame decoded was a PUSH (own.go: read the next header alone)
 
 	// under peer.mu
 	ready    bool // handshake done and no write error: writes allowed
@@ -535,6 +536,7 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 // frame handles HELLO, AUTH, EAGER, RTS, CTS and CREDIT (decoder callback,
 // on the loop).
 func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
+	tc.lastPush = f.op == opPush
 	if f.op == opHello || f.op == opAuth {
 		return true, tc.handshake(f, src)
 	}
@@ -627,6 +629,7 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 }
 
 func (tc *tconn) dataStart(f *frame) error {
+	tc.lastPush = false
 	if tc.state != stReady {
 		return fmt.Errorf("%w: DATA before the handshake", errProto)
 	}

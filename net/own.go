@@ -384,10 +384,21 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 	for r := 0; r < 16; r++ {
 		var n int
 		var err error
-		if owner && len(tc.pre) == 0 && tc.dec.dataLeft() > 0 && tc.cur != nil && tc.cur.push {
+		switch {
+		case owner && len(tc.pre) == 0 && tc.dec.dataLeft() > 0 && tc.cur != nil && tc.cur.push:
 			tc.reservePre(ownRead)
 			n, err = tc.readDirect()
-		} else {
+		case owner && tc.lastPush && len(tc.pre) == 0 && !tc.dec.have:
+			// After a push the next frame is likely one too: read its
+			// header alone, so that its payload can go straight into the
+			// receive it matches instead of through pre (a 64 KiB push
+			// whose first read took all of it was copied twice).
+			tc.reservePre(ownRead)
+			n, err = unix.Read(tc.fd, tc.pre[:hdrSize])
+			if n > 0 {
+				tc.pre = tc.pre[:n]
+			}
+		default:
 			n, err = tc.spinRead()
 		}
 		switch {
@@ -485,7 +496,14 @@ func (tc *tconn) readDirect() (int, error) {
 	for _, v := range iov {
 		data += int(v.Len)
 	}
-	iov = append(iov, iovec(tc.pre[len(tc.pre):cap(tc.pre)]))
+	// Behind the payload: the next frames, or only the next header when
+	// the payload ends in this read (it is likely another push's; see
+	// readConn).
+	tail := tc.pre[len(tc.pre):cap(tc.pre)]
+	if data == int(tc.dec.dataLeft()) {
+		tail = tail[:hdrSize]
+	}
+	iov = append(iov, iovec(tail))
 	n, err := readv(tc.fd, iov)
 	clear(tc.riov[:])
 	if n <= 0 {

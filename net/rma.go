@@ -316,6 +316,7 @@ type rmaRx struct {
 }
 
 func (tc *tconn) rmaStart(f *frame, hdr []byte) (bool, error) {
+	tc.lastPush = false
 	if tc.state != stReady || tc.peer == nil {
 		return false, fmt.Errorf("%w: RMA before the handshake", errProto)
 	}
