@@ -27,6 +27,13 @@ const (
 	// (about a millisecond) while the host has a CPU for every local rank,
 	// briefly (OversubscribedSpin passes) when it has fewer.
 	SpinEnv = "GOFI_SHM_SPIN"
+	// CMAMinEnv: the smallest rendezvous payload always fetched with
+	// single copy (process_vm_readv). Unset: every rendezvous size
+	// (above the 16 KiB eager limit) takes whichever of single copy and
+	// segments has been faster lately for its size, which moves with the
+	// CPUs' placement. 1 forces single copy at every size (measuring);
+	// FI_SHM_DISABLE_CMA=1 forces segments.
+	CMAMinEnv = "GOFI_SHM_CMA_MIN"
 )
 
 // OversubscribedSpin is the spin budget when local ranks outnumber CPUs:

@@ -114,11 +114,12 @@ type TransportConfig struct {
 	// that forbids process_vm_readv).
 	NoCMA bool
 	// CMAMin is the smallest rendezvous payload always fetched with
-	// single copy; below 256 KiB payloads stream through the ring in
-	// segments after a CTS, and in between the transport picks whichever
-	// has been faster lately (see adaptMin). 0 takes the start-up probe's
-	// Threshold (ProbeCMA), or none when the probe found two copies
-	// cheaper (as on the development machine: copy 22 vs 7.6 GB/s).
+	// single copy; below it the transport picks, per size class, whichever
+	// of single copy and segments has been faster lately (see pickCMA). 0
+	// takes $GOFI_SHM_CMA_MIN, else the start-up probe's Threshold
+	// (ProbeCMA), else none: every size adapts (the probe finds two copies
+	// cheaper on the development machine, copy 22 vs 7.6 GB/s, which holds
+	// only while the two CPUs share a cache).
 	CMAMin int
 	// PeerTimeout is how long a peer may leave an operation unanswered
 	// before its liveness is checked (default 100 ms). A dead peer's
@@ -161,9 +162,9 @@ type Transport struct {
 	seen   atomic.Uint32 // connection sequence last handled (read by Wait)
 	cma    bool
 	cmaMin int // smallest payload always fetched with single copy
-	// recent rates (bytes/ns) of big fetches by method, for pickCMA
-	rateCMA, rateSeg float64
-	bigFetches       uint32
+	// recent cost of rendezvous fetches by size class and method, for
+	// pickCMA
+	fetchCost [fetchClasses]fetchCost
 
 	peers   []*peer
 	byName  map[string]transport.Peer
@@ -248,7 +249,9 @@ type peer struct {
 	pid    int
 	gen    uint32
 	fetch  map[uint64]*fetchSeg // segment-mode fetches in progress
-	rts    map[uint64]*rts      // announced rendezvous messages not yet fetched
+	// segDone is when the last timed segment fetch from the peer ended
+	segDone time.Time
+	rts     map[uint64]*rts // announced rendezvous messages not yet fetched
 
 	rma *rmaPeer // one-sided operations to the peer (rma.go), once used
 }
@@ -276,9 +279,10 @@ type fetchSeg struct {
 	total int       // message length
 	got   int       // bytes of the message received so far
 	n     int       // bytes written into dst
-	timed bool      // big fetch with a choice of method: feeds rateSeg
-	start time.Time // arrival of the first segment (timed fetches)
-	first int       // bytes of the first segment
+	timed bool      // fetch with a choice of method: feeds fetchCost
+	start time.Time // CTS sent (timed fetches)
+	// explore: a try of segments while single copy looked faster
+	explore bool
 }
 
 type ctrl struct {
@@ -350,6 +354,12 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	t.envRanks = envLocalRanks()
 	t.updateSpin()
 	t.cmaMin = cfg.CMAMin
+	if t.cmaMin <= 0 {
+		if t.cmaMin, err = envSize(CMAMinEnv, 0); err != nil {
+			_ = r.Close()
+			return nil, err
+		}
+	}
 	if t.cmaMin <= 0 {
 		t.cmaMin = ProbeCMA().Threshold
 		if t.cmaMin <= 0 {
@@ -896,16 +906,21 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	for i := 0; i < r.niov; i++ {
 		total += int(r.size[i])
 	}
-	big := total >= adaptMin
-	if t.cma && !p.noCMA && (total >= t.cmaMin || big && t.pickCMA() || t.smallStream(p, total)) {
+	timed := t.cma && !p.noCMA && total < t.cmaMin
+	fc := &t.fetchCost[fetchClass(total)]
+	cma, explore := true, false
+	if timed {
+		cma, explore = fc.pickCMA()
+	}
+	if t.cma && !p.noCMA && (cma || t.smallStream(p, total)) {
 		var start time.Time
-		if big {
+		if timed {
 			start = time.Now()
 		}
 		n, err := t.readPeer(p, r, dst)
 		if err == nil {
-			if big {
-				noteRate(&t.rateCMA, total, time.Since(start))
+			if timed {
+				fc.note(true, explore, time.Since(start))
 			}
 			t.dropRTS(p, cookie)
 			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
@@ -935,7 +950,9 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	}
 	f := t.newFetch()
 	f.op, f.dst, f.total = op, append(f.dst[:0], dst...), total
-	f.timed = big && t.cma
+	if f.timed = timed; timed {
+		f.start, f.explore = time.Now(), explore
+	}
 	p.fetch[cookie] = f
 	if p.since.IsZero() {
 		p.since = time.Now()
@@ -960,38 +977,86 @@ func (t *Transport) smallStream(p *peer, total int) bool {
 	return t.isCrowded
 }
 
-// Big rendezvous messages (adaptMin up to CMAMin) take whichever of single
-// copy and segments has been faster lately. Which one wins depends on where
-// the host put the two processes: measured on the development machine at
-// 1 MiB, segments ran 31 us one-way with the vCPUs close (the two copies
-// overlap in cache) but 520 us with them far apart, where single copy ran
-// 70-80 us either way (as libfabric does). Every fetch of that size updates
-// its method's rate (an average over the last few) and every 64th tries
-// the other method (a few percent of cost either way), so a change of
-// placement is noticed within a hundred or so big messages.
-const adaptMin = 256 << 10
+// Rendezvous payloads below CMAMin take whichever of single copy and
+// segments has been faster lately for their size class. Which one wins
+// depends on where the host put the two processes: measured on the
+// development machine at 1 MiB, segments ran 31 us one-way with the vCPUs
+// close (the two copies overlap in a shared cache) but 520 us with them
+// far apart, where single copy ran 70-80 us either way (as libfabric
+// does); at 64 KiB far apart segments took 13.7 us against single copy's
+// 7. So every timed fetch updates its class's cost of the method used,
+// and now and then one tries the other method: every exploreEvery-th
+// fetch of the class, times the ratio of the costs (a method 6x slower is
+// tried 6x less often), so exploring costs at most 1/exploreEvery of the
+// time whichever placement, and a change of placement is noticed within a
+// few hundred messages of a size.
+const (
+	fetchClasses = 8 // up to 32 KiB, 64, 128, 256, 512 KiB, 1, 2 MiB, larger
+	exploreEvery = 64
+	firstTry     = 2 * exploreEvery // fetches before the first try of segments
+	maxExplore   = 4096             // longest gap between tries of the slower method
+)
 
-func (t *Transport) pickCMA() bool {
-	t.bigFetches++
-	switch {
-	case t.rateSeg == 0:
-		return false
-	case t.rateCMA == 0:
-		return true
-	case t.bigFetches%64 == 0:
-		return t.rateCMA < t.rateSeg // explore the one that looks worse
-	}
-	return t.rateCMA >= t.rateSeg
+// fetchCost is one size class's recent cost of each method: an average
+// in ns over the last few fetches (0: not tried yet).
+type fetchCost struct {
+	cma, seg float64
+	n, next  uint32 // fetches of the class; the next one to explore at
+	segTries uint32 // tries of segments while single copy was in use
 }
 
-// noteRate folds one transfer (n bytes in d) into a rate in bytes per ns.
-func noteRate(rate *float64, n int, d time.Duration) {
-	r := float64(n) / float64(max(d, 1))
-	if *rate == 0 {
-		*rate = r
+// fetchClass is total's size class.
+func fetchClass(total int) int {
+	c := bits.Len(uint(max(total-1, 1))) - 15 // 32 KiB and below: 0
+	return min(max(c, 0), fetchClasses-1)
+}
+
+// pickCMA reports whether the class's next fetch goes by single copy,
+// and whether that is a try of the method that looks slower (explore).
+// Single copy goes first: it is within 2.5x of the better method in every
+// placement measured, while segments cost up to 7x in the far placement.
+// So segments are first tried after firstTry fetches of the class, when
+// one such try costs at most about 5% of the class's traffic so far: a
+// short run (fi_pingpong's 110 messages of 1 MiB) never pays for it.
+func (c *fetchCost) pickCMA() (cma, explore bool) {
+	c.n++
+	switch {
+	case c.cma == 0:
+		return true, false
+	case c.seg == 0:
+		if c.n <= firstTry {
+			return true, false
+		}
+		c.next = c.n + exploreEvery
+		c.segTries++
+		return false, true
+	case c.n >= c.next:
+		slow, fast := max(c.cma, c.seg), min(c.cma, c.seg)
+		c.next = c.n + uint32(min(exploreEvery*slow/fast, maxExplore))
+		if c.cma <= c.seg && c.segTries < 2 {
+			// The first try of segments usually paid for growing the
+			// ring: the second comes soon whatever the first cost.
+			c.segTries++
+			c.next = c.n + exploreEvery
+		}
+		return c.cma > c.seg, true
+	}
+	return c.cma <= c.seg, false
+}
+
+// note folds one fetch's time into the method's average; a try of the
+// method not in use replaces its figure, which is old.
+func (c *fetchCost) note(cma, explore bool, d time.Duration) {
+	v := &c.seg
+	if cma {
+		v = &c.cma
+	}
+	x := float64(max(d, 1))
+	if *v == 0 || explore {
+		*v = x
 		return
 	}
-	*rate = 0.5**rate + 0.5*r
+	*v += (x - *v) / 4
 }
 
 // readPeer copies from the sender's iov into dst with process_vm_readv.
@@ -1588,17 +1653,22 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			if !ok || off != uint64(f.got) || f.got+len(b)-16 > f.total {
 				return did, ErrCorrupt
 			}
-			if f.timed && f.got == 0 {
-				// Time from the first segment on: with several messages in
-				// flight, the wait for the CTS and for the sender to finish
-				// the messages ahead of this one is queueing, not transfer.
-				f.start, f.first = time.Now(), len(b)-16
-			}
 			f.n += scatter(f.dst, f.got, b[16:])
 			f.got += len(b) - 16
 			if f.got == f.total {
-				if f.timed && f.total > f.first {
-					noteRate(&t.rateSeg, f.total-f.first, time.Since(f.start))
+				if f.timed {
+					// From the CTS, or from the end of the previous
+					// segment fetch from this peer when that came later:
+					// with several messages in flight, waiting for the
+					// sender to finish the ones ahead is queueing, not
+					// this transfer's cost.
+					now := time.Now()
+					start := f.start
+					if p.segDone.After(start) {
+						start = p.segDone
+					}
+					t.fetchCost[fetchClass(f.total)].note(false, f.explore, now.Sub(start))
+					p.segDone = now
 				}
 				delete(p.fetch, cookie)
 				s.FetchDone(f.op, f.n, 0)
