@@ -27,6 +27,8 @@ var rmaProcCases = []struct{ name, prov, mem string }{
 	{"shm", "shm", "go"},
 	{"shm_alloc", "shm", "alloc"},
 	{"shm_nocma", "shm_nocma", "go"},
+	// the target polls its CQ (and so takes small operations itself)
+	{"shm_spin", "shm_spin", "go"},
 }
 
 const rmaProcRegion = 16 << 20
@@ -105,7 +107,10 @@ func startRMATarget(t *testing.T, prov, mem string) (*peerProc, *rmaNode, Addr, 
 // TestRMA_TargetOnlySleeps: the initiator writes and reads 1 GiB in all
 // (32 MiB, one pass over the region, under the race detector) into a target that makes no gofi call;
 // every read returns what was written, and the target's CRC of its memory
-// agrees with the initiator's after each pass over the region.
+// agrees with the initiator's after each pass over the region. The
+// shm_spin row's target polls its CQ instead of sleeping: 4 KiB
+// operations (8 MiB in all) it takes in its progress as quick requests,
+// when it is running, or the initiator copies itself.
 func TestRMA_TargetOnlySleeps(t *testing.T) {
 	total := 1 << 30
 	if rmaRace || testing.Short() {
@@ -114,7 +119,11 @@ func TestRMA_TargetOnlySleeps(t *testing.T) {
 	for _, c := range rmaProcCases {
 		t.Run(c.name, func(t *testing.T) {
 			p, a, dest, key := startRMATarget(t, c.prov, c.mem)
-			const chunk = 4 << 20
+			chunk, total := 4<<20, total
+			if c.prov == "shm_spin" {
+				// quick requests: small operations, 8 MiB in all
+				chunk, total = 4096, min(total, 8<<20)
+			}
 			want := make([]byte, rmaProcRegion)
 			got := make([]byte, chunk)
 			moved := 0
@@ -145,6 +154,10 @@ func TestRMA_TargetOnlySleeps(t *testing.T) {
 					}
 				}
 			}
+			p.send("cmd", "crc", 0, rmaProcRegion)
+			if v := p.expect("crc"); v[0] != fmt.Sprint(crc32.ChecksumIEEE(want)) {
+				t.Fatal("at the end the target's memory differs")
+			}
 			p.send("cmd", "quit")
 			p.wait(t)
 		})
@@ -152,7 +165,7 @@ func TestRMA_TargetOnlySleeps(t *testing.T) {
 }
 
 // TestRMA_TargetKilled: SIGKILL to the target while writes and reads of
-// 1 MiB stream to it: every operation completes, those after the first
+// 1 MiB (shm_spin: 4 KiB quick requests) stream to it: every operation completes, those after the first
 // failure fail too (the death is noticed within the peer timeout), and
 // nothing hangs.
 func TestRMA_TargetKilled(t *testing.T) {
@@ -160,6 +173,9 @@ func TestRMA_TargetKilled(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p, a, dest, key := startRMATarget(t, c.prov, c.mem)
 			buf := make([]byte, 1<<20)
+			if c.prov == "shm_spin" {
+				buf = buf[:4096] // quick requests, taken by the target
+			}
 			const ahead = 4 // operations in flight
 			var res []int   // per operation: 0 in flight, 1 done, 2 failed
 			post := func() {
