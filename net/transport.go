@@ -177,6 +177,7 @@ type Transport struct {
 	idled       atomic.Int64 // times a parked loop was handed back for lack of Polls (tests)
 	ownPolls    uint64       // Polls of a parked loop (under own)
 	tickPolls   uint64       // ownPolls at the parked loop's last tick (loop, under own)
+	idleTicks   int          // ticks in a row without a Poll (loop, under own)
 	handshakes  atomic.Int32 // connections opened, not yet ready or closed
 	retired     atomic.Int32 // duplicate connections retired (tests)
 	pushes      atomic.Int64 // PUSH frames received (tests)
