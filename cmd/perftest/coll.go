@@ -519,6 +519,7 @@ func (c *collEP) waitOne(what string) error {
 		switch {
 		case n > 0:
 			return nil
+		case err == fi.ErrAgain: // the common case, without errors.Is's cost per pass
 		case errors.Is(err, fi.ErrAvail):
 			ee, rerr := c.cq.ReadErr()
 			if rerr != nil {

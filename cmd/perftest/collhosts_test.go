@@ -1,0 +1,154 @@
+package main
+
+// The measurement behind issue #17's "across two hosts, allreduce within
+// 1.2x of MPICH over tcp": perftest coll on tcp and benchmarks/mpi/coll.c
+// built with mpicc.mpich, both under mpiexec.hydra across two hosts of
+// internal/hosts (own network namespace and /dev/shm each), in alternating
+// rounds; the medians over rounds and their ratio are logged.
+//
+// It measures, so it runs only when asked:
+//
+//	GOFI_BENCH_COLL_HOSTS=1 go test ./cmd/perftest -run TestColl_TwoHostsAgainstMPICH -v
+//
+// GOFI_BENCH_COLL_HOSTS_ROUNDS sets the rounds (default 5),
+// GOFI_BENCH_COLL_HOSTS_SIZES the sizes (default 8,1k,64k,1m,16m),
+// GOFI_BENCH_COLL_HOSTS_RANKS the rank counts (default 2,4; half on each
+// host).
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofi-dev/fi/internal/hosts"
+	"github.com/gofi-dev/fi/internal/jobtest"
+)
+
+// collRow is one row of perftest coll's (or coll.c's) table: the size,
+// the average call and the median call (microseconds).
+var collRowFields = regexp.MustCompile(`(?m)^(\d+)\s+([0-9.]+)\s+[0-9.]+\s+[0-9.]+\s+\d+\s+([0-9.]+)`)
+
+func TestColl_TwoHostsAgainstMPICH(t *testing.T) {
+	if os.Getenv("GOFI_BENCH_COLL_HOSTS") == "" {
+		t.Skip("a measurement: set GOFI_BENCH_COLL_HOSTS=1 to run it")
+	}
+	bin := buildPerftest(t)
+	jobtest.Hydra(t)
+	mpicc, err := exec.LookPath("mpicc.mpich")
+	if err != nil {
+		t.Skip("mpicc.mpich not installed (apt-get install libmpich-dev)")
+	}
+	mpich := filepath.Join(t.TempDir(), "coll-mpich")
+	if out, err := exec.Command(mpicc, "-O2", "-o", mpich, "../../benchmarks/mpi/coll.c").CombinedOutput(); err != nil {
+		t.Fatalf("mpicc: %v\n%s", err, out)
+	}
+	rounds := 5
+	if v, err := strconv.Atoi(os.Getenv("GOFI_BENCH_COLL_HOSTS_ROUNDS")); err == nil && v > 0 {
+		rounds = v
+	}
+	sizes := "8,1k,64k,1m,16m"
+	if v := os.Getenv("GOFI_BENCH_COLL_HOSTS_SIZES"); v != "" {
+		sizes = v
+	}
+	ranks := []int{2, 4}
+	if v := os.Getenv("GOFI_BENCH_COLL_HOSTS_RANKS"); v != "" {
+		ranks = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 2 || n%2 != 0 {
+				t.Fatalf("GOFI_BENCH_COLL_HOSTS_RANKS=%q: want even counts from 2", v)
+			}
+			ranks = append(ranks, n)
+		}
+	}
+	nt := hosts.New(t, 2, nil)
+	args := []string{"-c", "allreduce", "-S", sizes, "-I", "50", "-x", "5"}
+	type key struct {
+		tool string
+		n    int
+		size int
+	}
+	avg, p50 := map[key][]float64{}, map[key][]float64{}
+	for _, n := range ranks {
+		for r := range rounds {
+			tools := []string{"gofi", "mpich"}
+			if r&1 == 1 {
+				tools[0], tools[1] = tools[1], tools[0]
+			}
+			for _, tool := range tools {
+				// MPICH (ch4:ucx here) takes processes on hosts of the
+				// same hostname for one node and would reach them through
+				// System V shared memory or CMA, which namespaces do not
+				// separate: NOLOCAL and UCX_TLS keep it on tcp.
+				argv := append([]string{mpich}, args...)
+				env := append(launchEnv(), "MPIR_CVAR_NOLOCAL=1", "UCX_TLS=tcp,self")
+				if tool == "gofi" {
+					// Sread when the two hosts' ranks outnumber the CPUs
+					// they share.
+					wait := "spin"
+					if n > runtime.NumCPU() {
+						wait = "sread"
+					}
+					argv = append([]string{bin, "coll", "-p", "tcp", "-wait", wait}, args...)
+					env = launchEnv()
+				}
+				load := loadAvg()
+				res := jobtest.RunHydraHosts(t, nt, 5*time.Minute, env, n, n/2, argv...)
+				if res.Err != nil {
+					t.Fatalf("%s %d ranks:\n%s", tool, n, res.Report())
+				}
+				place := regexp.MustCompile(`(?m)^# placement: .*$`).FindString(res.Stdout)
+				t.Logf("%s %d ranks (%d per host), round %d: load %s %s", tool, n, n/2, r+1, load, place)
+				for _, m := range collRowFields.FindAllStringSubmatch(res.Stdout, -1) {
+					size, _ := strconv.Atoi(m[1])
+					a, _ := strconv.ParseFloat(m[2], 64)
+					p, _ := strconv.ParseFloat(m[3], 64)
+					k := key{tool, n, size}
+					avg[k] = append(avg[k], a)
+					p50[k] = append(p50[k], p)
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "allreduce (float32 SUM) across two hosts over tcp, medians of %d rounds, microseconds; %d CPUs\n", rounds, runtime.NumCPU())
+	fmt.Fprintf(&b, "%5s %9s %10s %10s %7s %10s %10s %7s\n", "ranks", "size", "gofi_avg", "mpich_avg", "ratio", "gofi_p50", "mpich_p50", "ratio")
+	var keys []key
+	for k := range avg {
+		if k.tool == "gofi" {
+			keys = append(keys, k)
+		}
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].n != keys[j].n {
+			return keys[i].n < keys[j].n
+		}
+		return keys[i].size < keys[j].size
+	})
+	for _, k := range keys {
+		m := key{"mpich", k.n, k.size}
+		ga, ma, gp, mp := medianOf(avg[k]), medianOf(avg[m]), medianOf(p50[k]), medianOf(p50[m])
+		fmt.Fprintf(&b, "%5d %9d %10.2f %10.2f %7.2f %10.2f %10.2f %7.2f\n", k.n, k.size, ga, ma, ga/ma, gp, mp, gp/mp)
+	}
+	t.Logf("\n%s(ratio: gofi / MPICH; below 1: gofi faster)", b.String())
+}
+
+func medianOf(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
