@@ -36,7 +36,8 @@
 // Over several nodes with more than one member on some (shm+tcp): the
 // hierarchical plans of hier.go (node-local steps over each node's region,
 // one representative per node point to point) for barrier, broadcast,
-// allreduce and reduce; the other collectives point to point.
+// allreduce, reduce, allgather and reduce-scatter; alltoall, scatter and
+// gather point to point.
 //
 // Point to point (members that do not share a node, or a provider without
 // shared memory), every group size, powers of two or not:
@@ -70,7 +71,8 @@
 //   - shared memory: a left fold over the ranks in increasing order,
 //     ((x0 op x1) op x2) ... op x(n-1), for every size.
 //   - hierarchical: the left fold within each node, then the
-//     point-to-point algorithm's tree over the nodes' partials.
+//     point-to-point algorithm's tree (or ring, for reduce-scatter) over
+//     the nodes' partials.
 //
 // FLOAT16 and BFLOAT16 are widened to float32 (exactly) before any
 // reduction, every partial travels and is combined in float32, and the

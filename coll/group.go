@@ -128,7 +128,7 @@ type Group struct {
 	closed    bool
 
 	fifos   []fifo
-	scratch [3][]byte
+	scratch [4][]byte
 
 	join     []byte // join records, recSize per rank
 	nodeKeys []uint64
@@ -144,9 +144,13 @@ type Group struct {
 	// Nodes (set by the join's attach step): ranks sharing a node key
 	// form a node (key 0, or a key only one rank has: a node of its own);
 	// nodes are numbered in the order of their lowest rank.
-	nodeOf   []int32 // rank -> node
-	nodeLead []int   // node -> lowest rank
-	reps     []int   // node -> its representative in the running plan
+	nodeOf    []int32 // rank -> node
+	nodeLead  []int   // node -> lowest rank
+	reps      []int   // node -> its representative in the running plan
+	nodeOrd   []int   // the ranks node by node, each node's in rank order
+	nodeStart []int   // node -> its first index in nodeOrd; one more entry: size
+	nodeIdent bool    // nodeOrd is 0, 1, ..., size-1 (nodes hold consecutive ranks)
+	offs      []int   // scratch: byte offsets of the nodes' segments in a plan
 }
 
 // Rank returns this endpoint's rank in the group.

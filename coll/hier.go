@@ -17,14 +17,23 @@ import "github.com/gofi-dev/fi/dtype"
 //     it), a node broadcast of the result.
 //   - reduce: a node reduce to the representative, a binomial reduce
 //     among the representatives to the root.
+//   - allgather: a node gather to the leader, a ring allgather of the
+//     nodes' blocks among the leaders (one segment per node, its ranks'
+//     blocks in rank order), a node broadcast of the whole result.
+//   - reduce-scatter: a node reduce of the whole input to the leader, a
+//     ring reduce-scatter among the leaders in which each node's segment
+//     holds its ranks' blocks, a node scatter of those blocks.
 //
-// The other collectives run point to point over the whole group (the
-// transport takes the shortest path to each peer).
+// Where nodes do not hold consecutive ranks, the leaders' segments are
+// laid out node by node in scratch and copied into or out of rank order.
+// Alltoall, scatter and gather run point to point over the whole group
+// (the transport takes the shortest path to each peer).
 //
 // Order: within a node a left fold over its ranks in increasing order;
-// across nodes the tree of the point-to-point algorithm over the nodes'
-// partials (nodes ordered by their lowest rank; for reduce, starting at
-// the root's node). Every rank gets the same bits.
+// across nodes the tree or ring of the point-to-point algorithm over the
+// nodes' partials (nodes ordered by their lowest rank; for reduce,
+// starting at the root's node; for reduce-scatter, node k's segment
+// starting after node k). Every rank gets the same bits.
 
 // hierarchical reports whether the group runs hierarchical plans: more
 // than one node, and some node with more than one member.
@@ -53,6 +62,7 @@ func (g *Group) buildHier(o *opState) bool {
 	case dtype.Barrier, dtype.Allreduce:
 	case dtype.Broadcast, dtype.Reduce:
 		root = o.Root
+	case dtype.Allgather, dtype.ReduceScatter:
 	default:
 		return false
 	}
@@ -66,13 +76,14 @@ func (g *Group) buildHier(o *opState) bool {
 	if r != nil {
 		lrep = r.localIndex(reps[node])
 	}
-	step := func(kind shmKind, t dtype.Type, in, out []byte) {
+	stepN := func(kind shmKind, t dtype.Type, in, out []byte, count int) {
 		if r == nil {
 			return
 		}
-		p.shmStep(shmStep{kind: kind, t: t, op: o.Op, root: lrep, in: in, out: out, count: o.Count, check: o.check})
+		p.shmStep(shmStep{kind: kind, t: t, op: o.Op, root: lrep, in: in, out: out, count: count, check: o.check})
 		p.endRound()
 	}
+	step := func(kind shmKind, t dtype.Type, in, out []byte) { stepN(kind, t, in, out, o.Count) }
 	switch o.Coll {
 	case dtype.Barrier:
 		step(shmBarrier, o.Type, nil, nil)
@@ -116,7 +127,80 @@ func (g *Group) buildHier(o *opState) bool {
 		if g.rank == root {
 			g.accOut(o, o.Result, acc, o.Count)
 		}
+
+	case dtype.Allgather:
+		bs := o.Count * o.Type.Size()
+		res := o.Result[:g.size*bs]
+		x := res // the blocks node by node
+		if !g.nodeIdent {
+			x = g.scratchBuf(0, g.size*bs)
+		}
+		offs := g.nodeOffs(bs)
+		if r == nil {
+			p.copy(x[offs[node]:offs[node+1]], o.Buf[:bs])
+			p.endRound()
+		}
+		stepN(shmGather, o.Type, o.Buf[:bs], x[offs[node]:offs[node+1]], o.Count)
+		if amRep {
+			p.allgatherRingV(v, x, offs)
+			if !g.nodeIdent {
+				for i, rk := range g.nodeOrd {
+					p.copy(res[rk*bs:(rk+1)*bs], x[i*bs:(i+1)*bs])
+				}
+				p.endRound()
+			}
+		}
+		stepN(shmBcast, o.Type, res, res, g.size*o.Count)
+
+	case dtype.ReduceScatter:
+		total := o.Count * g.size
+		acc, wes := g.accIn(o, nil, total)
+		wt := Widen(o.Type)
+		bs := o.Count * wes
+		stepN(shmReduce, wt, acc, acc, total)
+		var mine []byte // the leader's blocks of its node's ranks
+		if amRep {
+			y := acc // the blocks node by node
+			if !g.nodeIdent {
+				y = g.scratchBuf(2, total*wes)
+				for i, rk := range g.nodeOrd {
+					p.copy(y[i*bs:(i+1)*bs], acc[rk*bs:(rk+1)*bs])
+				}
+				p.endRound()
+			}
+			offs := g.nodeOffs(bs)
+			most := 0
+			for k := range len(reps) {
+				most = max(most, offs[k+1]-offs[k])
+			}
+			p.reduceScatterRingV(v, y, g.scratchBuf(1, most), offs)
+			mine = y[offs[node]:offs[node+1]]
+		}
+		if r == nil {
+			g.accOut(o, o.Result, mine, o.Count)
+			break
+		}
+		var out []byte
+		if wt != o.Type {
+			out = g.scratchBuf(3, bs)
+		} else {
+			out = o.Result[:bs]
+		}
+		stepN(shmScatter, wt, mine, out, o.Count)
+		if wt != o.Type {
+			g.accOut(o, o.Result, out, o.Count)
+		}
 	}
 	p.endRound()
 	return true
+}
+
+// nodeOffs returns the byte offsets of the nodes' segments in a buffer of
+// bs bytes per rank laid out node by node (len: nodes + 1).
+func (g *Group) nodeOffs(bs int) []int {
+	g.offs = g.offs[:0]
+	for _, st := range g.nodeStart {
+		g.offs = append(g.offs, st*bs)
+	}
+	return g.offs
 }

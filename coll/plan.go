@@ -250,6 +250,44 @@ func (p *planner) allgatherRingSegs(v ranks, res []byte, count, es, shift int) {
 	}
 }
 
+// reduceScatterRingV is the ring reduce-scatter over segments of given
+// bounds: segment i is res[offs[i]:offs[i+1]] (len(offs) == n+1); after
+// n-1 rounds segment me of res holds the reduction of every rank's
+// segment me. tmp holds the largest segment.
+//
+// Order: segment i is reduced along the ring starting after rank i:
+// ((x[i+1] op x[i+2]) op ...) op x[i] (ranks modulo n), computed by rank
+// i alone.
+func (p *planner) reduceScatterRingV(v ranks, res, tmp []byte, offs []int) {
+	n, me := v.n, v.me
+	right, left := v.of((me+1)%n), v.of((me-1+n)%n)
+	for s := 0; s < n-1; s++ {
+		si := ((me-s-1)%n + n) % n
+		ri := ((me-s-2)%n + n) % n
+		rl := offs[ri+1] - offs[ri]
+		p.send(right, res[offs[si]:offs[si+1]])
+		p.recv(left, tmp[:rl])
+		p.endRound()
+		p.reduce(res[offs[ri]:offs[ri+1]], tmp[:rl], res[offs[ri]:offs[ri+1]])
+	}
+	p.endRound()
+}
+
+// allgatherRingV is the ring allgather over segments of given bounds:
+// segment i is res[offs[i]:offs[i+1]], mine (me) already in place; n-1
+// rounds each passing one segment to the right.
+func (p *planner) allgatherRingV(v ranks, res []byte, offs []int) {
+	n, me := v.n, v.me
+	right, left := v.of((me+1)%n), v.of((me-1+n)%n)
+	for s := 0; s < n-1; s++ {
+		sb := ((me-s)%n + n) % n
+		rb := ((me-s-1)%n + n) % n
+		p.send(right, res[offs[sb]:offs[sb+1]])
+		p.recv(left, res[offs[rb]:offs[rb+1]])
+		p.endRound()
+	}
+}
+
 // allreduceRing is reduce-scatter then allgather around the ring, for
 // large buffers: 2(n-1) rounds, each moving 1/n of the buffer.
 func (p *planner) allreduceRing(v ranks, res, tmp []byte, count, es int) {

@@ -256,6 +256,26 @@ func (g *Group) setNodes() {
 		g.nodeLead = append(g.nodeLead, r)
 	}
 	g.reps = make([]int, len(g.nodeLead))
+	nn := len(g.nodeLead)
+	g.nodeOrd = make([]int, 0, g.size)
+	g.nodeStart = make([]int, nn+1)
+	for r := 0; r < g.size; r++ {
+		g.nodeStart[g.nodeOf[r]+1]++
+	}
+	for k := 0; k < nn; k++ {
+		g.nodeStart[k+1] += g.nodeStart[k]
+	}
+	for k := 0; k < nn; k++ {
+		for r := g.nodeLead[k]; r < g.size; r++ {
+			if int(g.nodeOf[r]) == k {
+				g.nodeOrd = append(g.nodeOrd, r)
+			}
+		}
+	}
+	g.nodeIdent = true
+	for i, r := range g.nodeOrd {
+		g.nodeIdent = g.nodeIdent && i == r
+	}
 }
 
 // localMembers returns the ranks of this rank's node, in rank order.
