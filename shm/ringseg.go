@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/gofi-dev/fi/ring"
+	"golang.org/x/sys/unix"
 )
 
 // A ring segment is the file one sender creates for one receiver: a ring
@@ -51,6 +52,7 @@ func createRingSeg(capacity int) (*ringSeg, error) {
 	if err != nil {
 		return nil, err
 	}
+	populate(seg.Bytes())
 	r, err := ring.Init(seg.Bytes(), capacity)
 	if err != nil {
 		_ = seg.Close()
@@ -83,4 +85,20 @@ func openRingSeg(name string, size int) (*ringSeg, error) {
 		return nil, fmt.Errorf("shm: ring segment %s: %w", name, err)
 	}
 	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(r.Cap()))}, nil
+}
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14); x/sys/unix has
+// no name for it on every architecture.
+const madvPopulateWrite = 23
+
+// populate maps every page of a fresh ring segment into our page table
+// now, in one call: the sender writes the whole ring within its first
+// pass, and a page fault per page on that path costs 2-3 us each on the
+// development VM (300-430 us for a 512 KiB ring, against 220 us for the
+// call). Older kernels refuse the advice (EINVAL): the pages then fault
+// in as before.
+func populate(b []byte) {
+	if len(b) > 0 {
+		_ = unix.Madvise(b, madvPopulateWrite)
+	}
 }
