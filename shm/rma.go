@@ -84,6 +84,10 @@ type rmaPeer struct {
 	// fastNone), fastTok its owner token
 	fast    int
 	fastTok uint64
+	// after a withdrawn quick request the next fastSkip operations do
+	// not offer theirs; fastBack doubles with every withdrawal in a row
+	// (a target sharing our CPU or our lock never takes one in time)
+	fastSkip, fastBack int
 	// aliveAt is when the target was last seen alive: copies into its
 	// AllocMR memory would succeed after its death, so the direct path
 	// checks its service segment's lock every PeerTimeout.
@@ -171,7 +175,9 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 	atom := req.Kind > transport.RMARead
 	direct := (!atom || atomicDirectOK(req.Datatype)) && rp.inflight == 0 && len(rp.queue) == 0
 	cma := t.SingleCopy(pi) && rp.sameNS
-	if !rp.own && rp.inflight == 0 && len(rp.queue) == 0 && rp.svc.active().Load() != 0 {
+	if rp.fastSkip > 0 {
+		rp.fastSkip--
+	} else if !rp.own && rp.inflight == 0 && len(rp.queue) == 0 && rp.svc.active().Load() != 0 {
 		// The target is in its progress loop: offer the operation to it
 		// (rmafast.go), unless plain copies or atomics on memory we map
 		// do better.

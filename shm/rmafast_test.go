@@ -138,8 +138,8 @@ func TestFastTaken(t *testing.T) {
 	g.serving(t)
 	src := []byte("quick requests!!")
 	c, taken := g.ini.rmaFast(g.rp, writeReq(src, 1000+4096-16), 1, 16)
-	if !taken || c != transport.OK {
-		t.Fatalf("write: taken %v code %d", taken, c)
+	if !taken || c != transport.OK || g.rp.fastBack != 0 {
+		t.Fatalf("write: taken %v code %d backoff %d", taken, c, g.rp.fastBack)
 	}
 	got := make([]byte, 16)
 	rd := &transport.RMAReq{Kind: transport.RMARead, Local: [][]byte{got[:5], got[5:]},
@@ -167,6 +167,13 @@ func TestFastWithdrawn(t *testing.T) {
 	}
 	if g.s.active().Load() != 0 {
 		t.Fatal("service still marked active")
+	}
+	if g.rp.fastSkip != 1 {
+		t.Fatalf("skipping %d operations after one withdrawal", g.rp.fastSkip)
+	}
+	g.rp.fastSkip = 0
+	if _, taken := g.ini.rmaFast(g.rp, writeReq([]byte("never"), 1000), 1, 5); taken || g.rp.fastSkip != 2 {
+		t.Fatalf("second withdrawal: taken %v, skipping %d", taken, g.rp.fastSkip)
 	}
 	if g.tgt.rmaServeFast() {
 		t.Fatal("the server executed a withdrawn request")
@@ -321,4 +328,22 @@ func FuzzFastSlot(f *testing.F) {
 		}
 		g.guardsOK(t)
 	})
+}
+
+// BenchmarkFastRoundTrip: one 8-byte quick write at a time to a server
+// goroutine polling the slot (the target's Poll side), through rmaFast:
+// the protocol's cost without the API, the rings or a second process.
+func BenchmarkFastRoundTrip(b *testing.B) {
+	g := newFastRig(b)
+	g.serving(b)
+	req := writeReq(make([]byte, 8), 1000)
+	if _, taken := g.ini.rmaFast(g.rp, req, 1, 8); !taken {
+		b.Fatal("not taken")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if c, taken := g.ini.rmaFast(g.rp, req, 1, 8); !taken || c != 0 {
+			b.Fatalf("taken %v code %d", taken, c)
+		}
+	}
 }
