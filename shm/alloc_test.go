@@ -4,9 +4,12 @@ package shm
 
 import (
 	"os"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/gofi-dev/fi/transport"
 )
 
 // The calls the engine makes per message or per idle poll allocate nothing.
@@ -66,4 +69,88 @@ func TestHotPaths_DoNotAllocate(t *testing.T) {
 	flag.Store(1)
 	_ = d.Ring()
 	<-done
+}
+
+// fixedSink receives into one preallocated buffer and allocates nothing.
+type fixedSink struct {
+	tr  *Transport
+	buf []byte
+	iov [1][]byte
+	n   int
+}
+
+func (s *fixedSink) Arrive(p transport.Peer, h *transport.Header, eager []byte, cookie uint64) bool {
+	if eager != nil || h.Len == 0 {
+		copy(s.buf, eager)
+		s.n++
+		return true
+	}
+	s.iov[0] = s.buf[:h.Len]
+	if done, _, _ := s.tr.Fetch(p, cookie, s.iov[:], 1); done {
+		s.n++
+	}
+	return true
+}
+func (s *fixedSink) SendDone(transport.Op, transport.Code)       {}
+func (s *fixedSink) FetchDone(transport.Op, int, transport.Code) { s.n++ }
+func (s *fixedSink) PeerDown(transport.Peer, transport.Code)     {}
+
+// TestFirstRendezvous_DoesNotAllocate: once two endpoints are connected,
+// the first rendezvous messages of a size (issue 12: no allocation on the
+// first send or receive of a size) allocate nothing either way: the
+// peers' tables and the free lists of the bookkeeping start with room.
+func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
+	testDir(t)
+	mk := func() *Transport {
+		tr, err := NewTransport(TransportConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	a, b := mk(), mk()
+	ab, _ := a.Resolve(b.Name())
+	ba, _ := b.Resolve(a.Name())
+	const max = 1 << 20
+	sa, sb := &fixedSink{tr: a, buf: make([]byte, max)}, &fixedSink{tr: b, buf: make([]byte, max)}
+	msg := make([]byte, max)
+	var iov [1][]byte
+	deadline := time.Now().Add(20 * time.Second)
+	one := func(from, to *Transport, peer transport.Peer, fs, ts *fixedSink, size int) {
+		h := transport.Header{Kind: transport.KindMsg, Len: uint64(size)}
+		for {
+			iov[0] = msg[:size]
+			if _, c := from.Send(peer, &h, iov[:], 1); c == 0 {
+				break
+			} else if c != transport.EAgain || time.Now().After(deadline) {
+				t.Fatalf("send of %d: code %d", size, c)
+			}
+			from.Poll(fs)
+			to.Poll(ts)
+		}
+		for n := ts.n; ts.n == n; {
+			if time.Now().After(deadline) {
+				t.Fatalf("message of %d never arrived", size)
+			}
+			to.Poll(ts)
+			from.Poll(fs)
+		}
+	}
+	round := func(size int) {
+		one(a, b, ab, sa, sb, size)
+		one(b, a, ba, sb, sa, size)
+	}
+	round(8) // connects both ways
+	for _, size := range []int{32 << 10, 64 << 10, max} {
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		for range 3 {
+			round(size)
+		}
+		runtime.ReadMemStats(&m1)
+		if n := m1.Mallocs - m0.Mallocs; n != 0 {
+			t.Errorf("first round trips of %d bytes: %d allocations", size, n)
+		}
+	}
 }

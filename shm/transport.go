@@ -147,6 +147,10 @@ const (
 	growBackoff = 50 * time.Millisecond
 	// maxBounce bounds the bounce buffers (MaxEager bytes each) in flight.
 	maxBounce = 64
+	// preRendezvous: rendezvous messages (each way) a peer's tables and
+	// the transport's free lists hold before they first allocate (a map
+	// made for at most 8 entries allocates at its first insert).
+	preRendezvous = 16
 )
 
 // Transport is the shm provider's transport.Transport. Its data-path
@@ -353,6 +357,16 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	}
 	t.envRanks = envLocalRanks()
 	t.updateSpin()
+	// The rendezvous bookkeeping's free lists start with a few entries
+	// (and room for more), so that the first large messages allocate
+	// nothing.
+	t.heldFree, t.rtsFree = make([]*held, 0, 4*preRendezvous), make([]*rts, 0, 4*preRendezvous)
+	t.fetchFree = make([]*fetchSeg, 0, 4*preRendezvous)
+	for range preRendezvous {
+		t.heldFree = append(t.heldFree, &held{})
+		t.rtsFree = append(t.rtsFree, &rts{})
+		t.fetchFree = append(t.fetchFree, &fetchSeg{})
+	}
 	t.cmaMin = cfg.CMAMin
 	if t.cmaMin <= 0 {
 		if t.cmaMin, err = envSize(CMAMinEnv, 0); err != nil {
@@ -430,8 +444,11 @@ func (t *Transport) peerFor(name string) *peer {
 	if i, ok := t.byName[a]; ok {
 		return t.peers[i]
 	}
+	// Room for a few rendezvous messages and control records in flight
+	// now, so that the first large messages allocate nothing (issue 12).
 	p := &peer{idx: transport.Peer(len(t.peers)), name: name, addr: []byte(a), connSlot: -1, bit: -1, inIdx: -1,
-		held: map[uint64]*held{}, fetch: map[uint64]*fetchSeg{}}
+		held: make(map[uint64]*held, preRendezvous), fetch: make(map[uint64]*fetchSeg, preRendezvous),
+		rts: make(map[uint64]*rts, preRendezvous), ctrl: make([]ctrl, 0, preRendezvous)}
 	t.peers = append(t.peers, p)
 	t.byName[a] = p.idx
 	t.selfPeer = t.selfPeer || name == t.name
