@@ -75,6 +75,11 @@ const spinLoadEvery = 10 * time.Millisecond
 // waits for), and the scheduler no longer favours it as a sleeper when the
 // request comes: measured with eight busy processes on the 2 vCPUs, an
 // 8-byte tcp write took 120-135 us with the spin against 30-70 us without.
+// At a lighter load (3-10 runnable threads) a fetch-add with the check
+// off was bimodal, 15 us or 90-100 us per operation against 41-48 us
+// without the spin: in the slow runs the requests came ~100 us after the
+// spin gave up (the initiator, sharing the one remaining CPU with the
+// other work, was slowed), not while it spun.
 func (s *spinner) busyCPUs(now time.Time) bool {
 	if now.Sub(s.loadAt) < spinLoadEvery && !s.loadAt.IsZero() {
 		return s.crowded
