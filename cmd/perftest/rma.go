@@ -126,6 +126,12 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, w
 	printPlacement(stdout, place, nil)
 	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, target %s, load %s\n", prov, mem, targetDoes(spin), rep.Load)
 	b := &rmaBench{ab: atomicBench{ep: ep, cq: cq, dest: addrs[0], key: key}, buf: make([]byte, slices.Max(sizes))}
+	// Warm-up before anything is timed: the target process has just
+	// started (its runtime, its first page faults, its first quick
+	// requests); the first test alone would pay for that.
+	if _, err := b.latency(false, min(sizes[0], 4096), max(10, min(iters, 1000))); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
 	for _, size := range sizes {
 		n := max(10, min(iters, iters*4096/max(size, 1)))
 		for _, test := range []string{"write-lat", "read-lat"} {
