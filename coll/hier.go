@@ -23,11 +23,15 @@ import "github.com/gofi-dev/fi/dtype"
 //   - reduce-scatter: a node reduce of the whole input to the leader, a
 //     ring reduce-scatter among the leaders in which each node's segment
 //     holds its ranks' blocks, a node scatter of those blocks.
+//   - gather: a node gather to the representative, which sends its
+//     node's blocks to the root in one message.
+//   - scatter: the root sends each node's blocks to its representative
+//     in one message, then a node scatter from each.
 //
-// Where nodes do not hold consecutive ranks, the leaders' segments are
-// laid out node by node in scratch and copied into or out of rank order.
-// Alltoall, scatter and gather run point to point over the whole group
-// (the transport takes the shortest path to each peer).
+// Where nodes do not hold consecutive ranks, the segments are laid out
+// node by node in scratch and copied into or out of rank order. Alltoall
+// runs point to point over the whole group (the transport takes the
+// shortest path to each peer).
 //
 // Order: within a node a left fold over its ranks in increasing order;
 // across nodes the tree or ring of the point-to-point algorithm over the
@@ -60,7 +64,7 @@ func (g *Group) buildHier(o *opState) bool {
 	root := -1
 	switch o.Coll {
 	case dtype.Barrier, dtype.Allreduce:
-	case dtype.Broadcast, dtype.Reduce:
+	case dtype.Broadcast, dtype.Reduce, dtype.Gather, dtype.Scatter:
 		root = o.Root
 	case dtype.Allgather, dtype.ReduceScatter:
 	default:
@@ -190,6 +194,79 @@ func (g *Group) buildHier(o *opState) bool {
 		if wt != o.Type {
 			g.accOut(o, o.Result, out, o.Count)
 		}
+
+	case dtype.Gather:
+		bs := o.Count * o.Type.Size()
+		offs := g.nodeOffs(bs)
+		rn := int(g.nodeOf[root])
+		var x []byte // my node's blocks (at the root: every node's, node by node)
+		switch {
+		case g.rank == root && g.nodeIdent:
+			x = o.Result[:g.size*bs]
+		case g.rank == root:
+			x = g.scratchBuf(0, g.size*bs)
+		case amRep:
+			x = g.scratchBuf(0, offs[node+1]-offs[node])
+		}
+		mine := x
+		if g.rank == root {
+			mine = x[offs[node]:offs[node+1]]
+		}
+		if r == nil {
+			p.copy(mine, o.Buf[:bs])
+			p.endRound()
+		}
+		stepN(shmGather, o.Type, o.Buf[:bs], mine, o.Count)
+		if amRep && g.rank != root {
+			p.send(root, mine)
+			p.endRound()
+		}
+		if g.rank == root {
+			for k, rep := range reps {
+				if k != rn {
+					p.recv(rep, x[offs[k]:offs[k+1]])
+				}
+			}
+			p.endRound()
+			if !g.nodeIdent {
+				for i, rk := range g.nodeOrd {
+					p.copy(o.Result[rk*bs:(rk+1)*bs], x[i*bs:(i+1)*bs])
+				}
+				p.endRound()
+			}
+		}
+
+	case dtype.Scatter:
+		bs := o.Count * o.Type.Size()
+		offs := g.nodeOffs(bs)
+		rn := int(g.nodeOf[root])
+		var mine []byte // my node's blocks, at its representative
+		if g.rank == root {
+			y := o.Buf[:g.size*bs] // every node's blocks, node by node
+			if !g.nodeIdent {
+				y = g.scratchBuf(0, g.size*bs)
+				for i, rk := range g.nodeOrd {
+					p.copy(y[i*bs:(i+1)*bs], o.Buf[rk*bs:(rk+1)*bs])
+				}
+				p.endRound()
+			}
+			for k, rep := range reps {
+				if k != rn {
+					p.send(rep, y[offs[k]:offs[k+1]])
+				}
+			}
+			p.endRound()
+			mine = y[offs[rn]:offs[rn+1]]
+		} else if amRep {
+			mine = g.scratchBuf(0, offs[node+1]-offs[node])
+			p.recv(root, mine)
+			p.endRound()
+		}
+		if r == nil {
+			p.copy(o.Result[:bs], mine)
+			p.endRound()
+		}
+		stepN(shmScatter, o.Type, mine, o.Result[:bs], o.Count)
 	}
 	p.endRound()
 	return true
