@@ -404,7 +404,16 @@ func (g *Group) shmPre() {
 		}
 		lo, hi := span(s.k, s.chunk, st.count)
 		if lo < hi {
-			s.load(r.slotBuf(set, me), st.in[lo*s.es:hi*s.es])
+			src, dst := st.in[lo*s.es:hi*s.es], r.slotBuf(set, me)
+			if s.wide {
+				s.load(dst, src)
+				return
+			}
+			// My own slice I fold straight from the input (shmPost):
+			// only the others' slices go through the slot.
+			off, sz := seg(hi-lo, s.wes, n, me)
+			copy(dst[:off], src[:off])
+			copy(dst[off+sz:len(src)], src[off+sz:])
 		}
 	case shmReduceScatter:
 		lo, hi := span(s.k, s.chunk, st.count)
@@ -475,7 +484,11 @@ func (g *Group) shmPost() bool {
 		}
 		if lo, hi := span(s.k, s.chunk, st.count); lo < hi {
 			off, sz := seg(hi-lo, s.wes, n, me)
-			g.foldSlots(r.slotBuf(set, n)[off:off+sz], set, off, off+sz)
+			var own []byte // my slice, from the input when it is in the reduction's type
+			if !s.wide {
+				own = st.in[lo*s.es+off : lo*s.es+off+sz]
+			}
+			g.foldSlotsOwn(r.slotBuf(set, n)[off:off+sz], set, off, off+sz, own)
 		}
 		if lo, hi := span(s.k-1, s.chunk, st.count); s.k > 0 && lo < hi && mine {
 			s.store(st.out[lo*s.es:hi*s.es], r.slotBuf(set^1, n)[:(hi-lo)*s.wes])
@@ -498,10 +511,17 @@ func (g *Group) shmPost() bool {
 
 // foldSlots writes into dst the left fold of bytes [lo, hi) of every
 // local rank's slot of buffer set.
-func (g *Group) foldSlots(dst []byte, set, lo, hi int) {
+func (g *Group) foldSlots(dst []byte, set, lo, hi int) { g.foldSlotsOwn(dst, set, lo, hi, nil) }
+
+// foldSlotsOwn is foldSlots taking this rank's operand from own instead
+// of its slot when own is not nil.
+func (g *Group) foldSlotsOwn(dst []byte, set, lo, hi int, own []byte) {
 	r := g.region
 	for j := 0; j < r.n; j++ {
 		r.srcs[j] = r.slotBuf(set, j)[lo:hi]
+	}
+	if own != nil {
+		r.srcs[r.me] = own
 	}
 	kernel.ReduceN(g.fn, dst, r.srcs)
 	clear(r.srcs)
