@@ -142,7 +142,9 @@ func TestOwnerPoll_StoppedPollingHandsTheLoopBack(t *testing.T) {
 		t.Fatalf("Send: %d", c)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for !b.parked.Load() { // b spins until it borrows its loop
+	// b spins until a's message came (the connection is up: its
+	// registration and handshake need the loop) and it borrowed its loop.
+	for len(bs.arrivals) == 0 || !b.parked.Load() {
 		if time.Now().After(deadline) {
 			t.Fatal("b never borrowed its loop")
 		}
@@ -151,7 +153,7 @@ func TestOwnerPoll_StoppedPollingHandsTheLoopBack(t *testing.T) {
 	}
 	for b.parked.Load() || b.idled.Load() == 0 { // b stops polling
 		if time.Now().After(deadline) {
-			t.Fatal("the parked loop was not handed back")
+			t.Fatalf("the parked loop was not handed back (ticks %d, idled %d, parks %d, parked %v)", b.ticks.Load(), b.idled.Load(), b.parks.Load(), b.parked.Load())
 		}
 		a.Poll(as)
 	}
