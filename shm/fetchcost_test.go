@@ -16,9 +16,9 @@ func TestFetchClass(t *testing.T) {
 	}
 }
 
-// TestFetchCostPicks: single copy first and alone for firstTry
-// fetches, then one try of segments; the faster method wins, and the
-// slower is tried again less often the slower it is.
+// TestFetchCostPicks: single copy first, segments second (a try that
+// grew the ring is repeated); the faster method wins, and the slower is
+// tried again less often the slower it is.
 func TestFetchCostPicks(t *testing.T) {
 	pick := func(c *fetchCost, cmaCost, segCost time.Duration) (cma, explore bool) {
 		cma, explore = c.pickCMA()
@@ -30,13 +30,16 @@ func TestFetchCostPicks(t *testing.T) {
 		return cma, explore
 	}
 	var c fetchCost
-	for i := 1; i <= firstTry; i++ {
-		if cma, ex := pick(&c, 10*time.Microsecond, 5*time.Microsecond); !cma || ex {
-			t.Fatalf("fetch %d: cma %v explore %v before segments were tried", i, cma, ex)
-		}
+	if cma, ex := pick(&c, 10*time.Microsecond, 5*time.Microsecond); !cma || ex {
+		t.Fatalf("first fetch: cma %v explore %v, want single copy", cma, ex)
 	}
+	// The first try of segments grows the ring: it does not count.
+	if cma, ex := c.pickCMA(); cma || !ex {
+		t.Fatalf("second fetch: cma %v explore %v, want the first try of segments", cma, ex)
+	}
+	c.retry()
 	if cma, ex := pick(&c, 10*time.Microsecond, 5*time.Microsecond); cma || !ex {
-		t.Fatalf("fetch %d: cma %v explore %v, want the first try of segments", firstTry+1, cma, ex)
+		t.Fatalf("third fetch: cma %v explore %v, want segments tried again", cma, ex)
 	}
 	// Segments are twice as fast: they are used, and single copy tried
 	// every 2*exploreEvery fetches.
@@ -52,9 +55,9 @@ func TestFetchCostPicks(t *testing.T) {
 	if tries < 4 || tries > 6 {
 		t.Errorf("single copy tried %d times in %d fetches, want about 5", tries, 10*exploreEvery)
 	}
-	// The placement changes: segments become 7x slower. The next try of
-	// single copy switches back at once, and segments are then tried only
-	// every 7*exploreEvery fetches.
+	// The placement changes: segments become 7x slower. Single copy is
+	// back within a few fetches, and segments are then tried only every
+	// 7*exploreEvery fetches.
 	seg := 0
 	for range 30 * exploreEvery {
 		if cma, _ := pick(&c, 10*time.Microsecond, 70*time.Microsecond); !cma {
@@ -63,5 +66,29 @@ func TestFetchCostPicks(t *testing.T) {
 	}
 	if seg < 4 || seg > 7+5 {
 		t.Errorf("segments used %d times in %d fetches after they became 7x slower", seg, 30*exploreEvery)
+	}
+	// Far from the start: segments 7x slower are tried once, then not
+	// for 7*exploreEvery fetches.
+	var f fetchCost
+	seg = 0
+	for range 110 {
+		if cma, _ := pick(&f, 75*time.Microsecond, 520*time.Microsecond); !cma {
+			seg++
+		}
+	}
+	if seg != 1 {
+		t.Errorf("far placement: segments used %d times in a 110-message run, want 1", seg)
+	}
+	// Tries dropped for ring growth: two in a row at most.
+	var g fetchCost
+	g.pickCMA()
+	g.note(true, false, 10*time.Microsecond)
+	for i := range 3 {
+		if cma, ex := g.pickCMA(); cma || !ex {
+			t.Fatalf("try %d: cma %v explore %v, want segments", i, cma, ex)
+		}
+		if got := g.retry(); got != (i < 2) {
+			t.Fatalf("retry %d = %v", i, got)
+		}
 	}
 }

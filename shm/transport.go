@@ -255,7 +255,9 @@ type peer struct {
 	fetch  map[uint64]*fetchSeg // segment-mode fetches in progress
 	// segDone is when the last timed segment fetch from the peer ended
 	segDone time.Time
-	rts     map[uint64]*rts // announced rendezvous messages not yet fetched
+	// switchIns counts the peer's ring switches we followed
+	switchIns uint32
+	rts       map[uint64]*rts // announced rendezvous messages not yet fetched
 
 	rma *rmaPeer // one-sided operations to the peer (rma.go), once used
 }
@@ -287,6 +289,8 @@ type fetchSeg struct {
 	start time.Time // CTS sent (timed fetches)
 	// explore: a try of segments while single copy looked faster
 	explore bool
+	// switches: the peer's ring switches when the fetch began
+	switches uint32
 }
 
 type ctrl struct {
@@ -968,7 +972,7 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	f := t.newFetch()
 	f.op, f.dst, f.total = op, append(f.dst[:0], dst...), total
 	if f.timed = timed; timed {
-		f.start, f.explore = time.Now(), explore
+		f.start, f.explore, f.switches = time.Now(), explore, p.switchIns
 	}
 	p.fetch[cookie] = f
 	if p.since.IsZero() {
@@ -1010,8 +1014,7 @@ func (t *Transport) smallStream(p *peer, total int) bool {
 const (
 	fetchClasses = 8 // up to 32 KiB, 64, 128, 256, 512 KiB, 1, 2 MiB, larger
 	exploreEvery = 64
-	firstTry     = 2 * exploreEvery // fetches before the first try of segments
-	maxExplore   = 4096             // longest gap between tries of the slower method
+	maxExplore   = 4096 // longest gap between tries of the slower method
 )
 
 // fetchCost is one size class's recent cost of each method: an average
@@ -1019,7 +1022,7 @@ const (
 type fetchCost struct {
 	cma, seg float64
 	n, next  uint32 // fetches of the class; the next one to explore at
-	segTries uint32 // tries of segments while single copy was in use
+	voids    uint32 // tries of segments dropped in a row (retry)
 }
 
 // fetchClass is total's size class.
@@ -1030,35 +1033,38 @@ func fetchClass(total int) int {
 
 // pickCMA reports whether the class's next fetch goes by single copy,
 // and whether that is a try of the method that looks slower (explore).
-// Single copy goes first: it is within 2.5x of the better method in every
-// placement measured, while segments cost up to 7x in the far placement.
-// So segments are first tried after firstTry fetches of the class, when
-// one such try costs at most about 5% of the class's traffic so far: a
-// short run (fi_pingpong's 110 messages of 1 MiB) never pays for it.
+// The first fetch of a class goes by single copy, the second by segments
+// (a try whose sender had to grow the ring does not count: see retry),
+// then the faster. Trying segments early pays: in the near placement they
+// halve a 1 MiB message's time from the second message on, while in the
+// far one the try costs one message at 7x, about 10% of fi_pingpong's
+// 110 messages of 1 MiB, and is not repeated for 448 messages.
 func (c *fetchCost) pickCMA() (cma, explore bool) {
 	c.n++
 	switch {
 	case c.cma == 0:
 		return true, false
 	case c.seg == 0:
-		if c.n <= firstTry {
-			return true, false
-		}
-		c.next = c.n + exploreEvery
-		c.segTries++
+		c.next = c.n + exploreEvery // until note knows the try's cost
 		return false, true
 	case c.n >= c.next:
-		slow, fast := max(c.cma, c.seg), min(c.cma, c.seg)
-		c.next = c.n + uint32(min(exploreEvery*slow/fast, maxExplore))
-		if c.cma <= c.seg && c.segTries < 2 {
-			// The first try of segments usually paid for growing the
-			// ring: the second comes soon whatever the first cost.
-			c.segTries++
-			c.next = c.n + exploreEvery
-		}
+		c.next = c.n + exploreEvery
 		return c.cma > c.seg, true
 	}
 	return c.cma <= c.seg, false
+}
+
+// retry drops a try of segments that is no measure (the sender grew its
+// ring for it, which costs a file and its pages): the next fetch of the
+// class tries again. It declines (the try counts) after two in a row, for
+// traffic so sparse that its rings shrink between messages.
+func (c *fetchCost) retry() bool {
+	if c.voids >= 2 {
+		return false
+	}
+	c.voids++
+	c.next = c.n
+	return true
 }
 
 // note folds one fetch's time into the method's average; a try of the
@@ -1069,11 +1075,17 @@ func (c *fetchCost) note(cma, explore bool, d time.Duration) {
 		v = &c.cma
 	}
 	x := float64(max(d, 1))
+	c.voids = 0
 	if *v == 0 || explore {
 		*v = x
-		return
+	} else {
+		*v += (x - *v) / 4
 	}
-	*v += (x - *v) / 4
+	if explore && c.cma > 0 && c.seg > 0 {
+		// The next try of the slower method: rarer the slower it is.
+		slow, fast := max(c.cma, c.seg), min(c.cma, c.seg)
+		c.next = c.n + uint32(min(exploreEvery*slow/fast, maxExplore))
+	}
 }
 
 // readPeer copies from the sender's iov into dst with process_vm_readv.
@@ -1547,6 +1559,7 @@ func (t *Transport) switchIn(p *peer, b []byte) error {
 	if ValidName(name) != nil {
 		return ErrCorrupt
 	}
+	p.switchIns++
 	rs, err := openRingSeg(name, int(size))
 	if err != nil {
 		if alive, aerr := p.inSeg.Alive(); aerr == nil && !alive {
@@ -1684,7 +1697,10 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 					if p.segDone.After(start) {
 						start = p.segDone
 					}
-					t.fetchCost[fetchClass(f.total)].note(false, f.explore, now.Sub(start))
+					fc := &t.fetchCost[fetchClass(f.total)]
+					if p.switchIns == f.switches || !fc.retry() {
+						fc.note(false, f.explore, now.Sub(start))
+					}
 					p.segDone = now
 				}
 				delete(p.fetch, cookie)
