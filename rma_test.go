@@ -539,6 +539,15 @@ func TestRMA_Counters(t *testing.T) {
 					t.Fatalf("%s counter: %v (%d)", name, err, c.Read())
 				}
 			}
+			// Exactly once each, whichever side executed (quick requests:
+			// the target's Poll or the initiator, never both).
+			time.Sleep(10 * time.Millisecond)
+			for name, c := range map[string]*Cntr{"ep remote write": b.cntr[RemoteWrite], "ep remote read": b.cntr[RemoteRead],
+				"mr remote write": mw, "mr remote read": mrd} {
+				if v := c.Read(); v != n {
+					t.Fatalf("%s counter %d, want %d", name, v, n)
+				}
+			}
 			var e [1]CQEntry
 			if k, _ := a.txCQ().Read(e[:]); k != 0 {
 				t.Fatalf("selective completion wrote %+v", e[0])
