@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/shm"
 )
 
@@ -564,6 +565,57 @@ func TestRMA_Counters(t *testing.T) {
 			}
 			if a.cntr[Write].ReadErr() != 1 {
 				t.Fatalf("error count %d", a.cntr[Write].ReadErr())
+			}
+		})
+	}
+}
+
+// TestRMA_LargeReadCountsOnce: a read larger than one request carries
+// (tcp splits reads above rma.MaxRead) is one operation to the target's
+// counters: the endpoint's and the region's RemoteRead counters rise by
+// exactly one (fi_cntr(3): counters count operations, not requests).
+func TestRMA_LargeReadCountsOnce(t *testing.T) {
+	for _, prov := range rmaProviders {
+		t.Run(prov, func(t *testing.T) {
+			shmTestDir(t)
+			a := openRMANode(t, prov, rmaNodeCfg{cntrs: Read, sel: true})
+			b := openRMANode(t, prov, rmaNodeCfg{cntrs: RemoteRead})
+			dest := a.connect(t, b)
+			const size = 2*rma.MaxRead + 1<<20 + 3 // three tcp requests, the last one odd
+			region := make([]byte, size)
+			for i := range region {
+				region[i] = byte(i * 7)
+			}
+			mr, err := b.dom.RegMR(region, RemoteRead, 0, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mr.Close()
+			mrd, _ := b.dom.OpenCntr(nil)
+			defer mrd.Close()
+			if err := mr.BindCntr(mrd, RemoteRead); err != nil {
+				t.Fatal(err)
+			}
+			buf := make([]byte, size)
+			if err := a.ep.Read(buf, nil, dest, 0, 1, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.cntr[Read].Wait(1, 30*time.Second); err != nil {
+				t.Fatalf("read counter: %v", err)
+			}
+			if !bytes.Equal(buf, region) {
+				t.Fatal("read returned other bytes than the region's")
+			}
+			for name, c := range map[string]*Cntr{"ep remote read": b.cntr[RemoteRead], "mr remote read": mrd} {
+				if err := c.Wait(1, 10*time.Second); err != nil {
+					t.Fatalf("%s counter: %v (%d)", name, err, c.Read())
+				}
+			}
+			time.Sleep(10 * time.Millisecond) // a second count would land by now
+			for name, c := range map[string]*Cntr{"ep remote read": b.cntr[RemoteRead], "mr remote read": mrd} {
+				if v := c.Read(); v != 1 {
+					t.Fatalf("%s counter %d after one %d-byte read, want 1", name, v, size)
+				}
 			}
 		})
 	}

@@ -149,6 +149,9 @@ func (p *peer) rmaIssueLocked(r *rmaOp, pos, n uint64) transport.Code {
 			continue
 		}
 		k := min(v.Len-off, n-sumIOV(&rq))
+		if rq.NIOV == 0 && off > 0 {
+			rq.Flags |= rma.FlagCont // the first range goes on from an earlier request's
+		}
 		rq.IOV[rq.NIOV] = rma.IOV{Addr: v.Addr + off, Len: k, Key: v.Key}
 		rq.NIOV++
 		off = 0
@@ -159,6 +162,9 @@ func (p *peer) rmaIssueLocked(r *rmaOp, pos, n uint64) transport.Code {
 	if rq.NIOV == 0 {
 		rq.IOV[0] = rma.IOV{Key: q.Remote[0].Key, Addr: q.Remote[0].Addr}
 		rq.NIOV = 1
+	}
+	if pos+n < r.total {
+		rq.Flags |= rma.FlagMore // not the operation's last request: the endpoint counts the last
 	}
 	payload := tc.rmaPay[:0]
 	switch q.Kind {
