@@ -52,3 +52,19 @@ func TestRegionSizeAtScale(t *testing.T) {
 		t.Logf("%d ranks: slot %d KiB, region %.1f MiB", n, s>>10, float64(size)/(1<<20))
 	}
 }
+
+// TestSlotAboveDefault: slots above 1 MiB only when the budget is raised
+// for them; the default budget keeps 2 ranks at 1 MiB slots.
+func TestSlotAboveDefault(t *testing.T) {
+	for _, c := range []struct{ n, budget, want int }{
+		{2, DefaultShmBudget, 1 << 20},
+		{2, 32 << 20, 4 << 20},
+		{2, 16 << 20, 2 << 20},
+		{8, 64 << 20, 2 << 20},
+		{2, 1 << 30, maxSlot},
+	} {
+		if s := slotFor(c.n, c.budget); s != c.want || regionSize(c.n, s) > c.budget {
+			t.Errorf("%d ranks, budget %d: slot %d, want %d", c.n, c.budget, s, c.want)
+		}
+	}
+}
