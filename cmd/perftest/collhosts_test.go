@@ -12,8 +12,10 @@ package main
 //
 // GOFI_BENCH_COLL_HOSTS_ROUNDS sets the rounds (default 5),
 // GOFI_BENCH_COLL_HOSTS_SIZES the sizes (default 8,1k,64k,1m,16m),
-// GOFI_BENCH_COLL_HOSTS_RANKS the rank counts (default 2,4; half on each
-// host).
+// GOFI_BENCH_COLL_HOSTS_RANKS the rank counts (default 2; half on each
+// host). At 4 ranks (two per host on this 2-CPU machine) both sides are
+// oversubscribed and MPICH over UCX's tcp once hung after its table,
+// until the run's 5-minute limit.
 
 import (
 	"fmt"
@@ -58,7 +60,7 @@ func TestColl_TwoHostsAgainstMPICH(t *testing.T) {
 	if v := os.Getenv("GOFI_BENCH_COLL_HOSTS_SIZES"); v != "" {
 		sizes = v
 	}
-	ranks := []int{2, 4}
+	ranks := []int{2}
 	if v := os.Getenv("GOFI_BENCH_COLL_HOSTS_RANKS"); v != "" {
 		ranks = nil
 		for _, f := range strings.Split(v, ",") {
