@@ -7,7 +7,7 @@
 #   ROUNDS=9 benchmarks/vs_libfabric_shm.sh
 #   PARTS=pingpong RUNS=default benchmarks/vs_libfabric_shm.sh
 #
-# Two parts (PARTS, default "pingpong rate"):
+# Parts (PARTS, default "pingpong rate"; "cross" runs only when named):
 #
 #   pingpong: perftest pingpong -compare -p shm per size (SIZES, default
 #     8 4 KiB 64 KiB 1 MiB), i.e. gofi, libfabric's fi_pingpong -p shm -e
@@ -24,6 +24,10 @@
 #     latency, its bandwidth size/one-way time). Each round is placed by
 #     `perftest place` before and after it; medians are printed per
 #     placement (near, far; a round that moved counts as mixed).
+#   cross: the rendezvous protocols' crossover per placement: perftest
+#     latency per size (CROSS_SIZES, default 32k ... 1m) with single copy
+#     forced, segments forced and the transport's own choice, alternated
+#     (see the part below).
 #
 # libfabric-bin (fi_pingpong) is installed with apt-get when missing. The
 # machine is bimodal (vCPU placement) and shared: only same-run ratios of
@@ -77,6 +81,46 @@ for part in $PARTS; do
 		done
 	done
 done
+
+# cross: where single copy and segments cross over, per placement.
+# perftest latency -p shm (p50 of CROSS_ITERS round trips) per size of
+# CROSS_SIZES with single copy forced (GOFI_SHM_CMA_MIN=1), segments
+# forced (FI_SHM_DISABLE_CMA=1) and the transport's own choice,
+# alternated, ROUNDS times; a run counts under the placement its probes
+# saw (near or far; dropped when it moved during the run).
+if [[ " $PARTS " == *" cross "* ]]; then
+	: >"$tmp/cross"
+	for r in $(seq 1 "$ROUNDS"); do
+		for size in ${CROSS_SIZES:-32k 64k 128k 256k 512k 1m}; do
+			for mode in cma seg auto; do
+				case $mode in
+				cma) env=(GOFI_SHM_CMA_MIN=1) ;;
+				seg) env=(FI_SHM_DISABLE_CMA=1) ;;
+				*) env=() ;;
+				esac
+				env "${env[@]}" "$pt" latency -p shm -S "$size" -I "${CROSS_ITERS:-1000}" 2>&1 |
+					awk -v m="$mode" '/^# placement/ { if (match($0, /\((near|far)/)) { c = substr($0, RSTART + 1, RLENGTH - 1); if (cls != "" && cls != c) moved = 1; cls = c } }
+						$1 ~ /^[0-9]+[kmg]?$/ && NF == 7 { s = $1; p50 = $3 }
+						END { if (s != "" && !moved && cls != "") print cls, s, m, p50 }' >>"$tmp/cross"
+			done
+		done
+		echo "cross: round $r/$ROUNDS done (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+	done
+	echo
+	echo "## shm rendezvous crossover: p50 half round trip (us), medians over runs per placement (n runs)"
+	printf '%-5s %-6s %16s %16s %16s\n' placement size "single copy" segments "own choice"
+	for cls in near far; do
+		for size in ${CROSS_SIZES:-32k 64k 128k 256k 512k 1m}; do
+			row=""
+			for mode in cma seg auto; do
+				v=$(awk -v c="$cls" -v s="$size" -v m="$mode" '$1 == c && $2 == s && $3 == m { print $4 }' "$tmp/cross" | sort -g |
+					awk '{ a[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) printf "%.2f (%d)", a[(NR+1)/2], NR; else printf "%.2f (%d)", (a[NR/2] + a[NR/2+1]) / 2, NR }')
+				row="$row$(printf ' %16s' "$v")"
+			done
+			printf '%-5s %-6s%s\n' "$cls" "$size" "$row"
+		done
+	done
+fi
 
 case " $PARTS " in *" rate "*) ;; *) exit 0 ;; esac
 
