@@ -107,9 +107,10 @@ func firstUseAllocs(t *testing.T, prov string, sizes []int) []uint64 {
 		// shm rings start small and grow to the traffic, a file each
 		// time (issue 18): let them reach their sizes first. A
 		// rendezvous size class tries streaming through the rings at
-		// its second message (single copy at its first), which is when
-		// they grow.
+		// its third message (single copy at its first two), which is
+		// when they grow.
 		for _, s := range []int{16 << 10, 64 << 10, 256 << 10, 1 << 20} {
+			round(s)
 			round(s)
 			round(s)
 		}

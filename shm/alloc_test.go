@@ -145,7 +145,7 @@ func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 	round(8) // connects both ways
 	// The first try of segments grows the rings (a file each way); after
 	// that no size allocates, whichever way it goes.
-	for range 2 {
+	for range 3 {
 		round(max)
 	}
 	for _, size := range []int{32 << 10, 64 << 10, 256 << 10} {

@@ -940,7 +940,9 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		}
 		n, err := t.readPeer(p, r, dst)
 		if err == nil {
-			if timed {
+			if timed && fc.n > 1 {
+				// (the class's first fetch is no measure: it pays for
+				// touching the buffers and mappings the first time)
 				fc.note(true, explore, time.Since(start))
 			}
 			t.dropRTS(p, cookie)
@@ -1033,9 +1035,10 @@ func fetchClass(total int) int {
 
 // pickCMA reports whether the class's next fetch goes by single copy,
 // and whether that is a try of the method that looks slower (explore).
-// The first fetch of a class goes by single copy, the second by segments
-// (a try whose sender had to grow the ring does not count: see retry),
-// then the faster. Trying segments early pays: in the near placement they
+// The first two fetches of a class go by single copy (the first is not
+// timed: it pays for first touches), the third by segments (a try whose
+// sender had to grow the ring does not count: see retry), then the
+// faster. Trying segments early pays: in the near placement they
 // halve a 1 MiB message's time from the second message on, while in the
 // far one the try costs one message at 7x, about 10% of fi_pingpong's
 // 110 messages of 1 MiB, and is not repeated for 448 messages.
