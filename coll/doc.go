@@ -36,8 +36,8 @@
 // Over several nodes with more than one member on some (shm+tcp): the
 // hierarchical plans of hier.go (node-local steps over each node's region,
 // one representative per node point to point) for barrier, broadcast,
-// allreduce, reduce, allgather, reduce-scatter, scatter and gather;
-// alltoall point to point.
+// allreduce, reduce, allgather, reduce-scatter, scatter, gather, and
+// alltoall when each node holds consecutive ranks (else point to point).
 //
 // Point to point (members that do not share a node, or a provider without
 // shared memory), every group size, powers of two or not:

@@ -287,6 +287,11 @@ func (g *Group) runLocals() {
 			widen(o.Type, a.dst, a.a)
 		case actNarrow:
 			narrow(o.Type, a.dst, a.a)
+		case actStrided:
+			w := a.rows
+			for k := 0; k < w.n; k++ {
+				copy(a.dst[k*w.dst:k*w.dst+w.size], a.a[k*w.src:k*w.src+w.size])
+			}
 		}
 	}
 	g.round++

@@ -28,10 +28,15 @@ import "github.com/gofi-dev/fi/dtype"
 //   - scatter: the root sends each node's blocks to its representative
 //     in one message, then a node scatter from each.
 //
+//   - alltoall, when every node holds consecutive ranks: a node gather of
+//     the whole buffers to the leader, which transposes them and sends
+//     each other node's leader, in one message, what its ranks get from
+//     this node's; then a node scatter of each rank's result. Otherwise
+//     point to point over the whole group (the transport takes the
+//     shortest path to each peer).
+//
 // Where nodes do not hold consecutive ranks, the segments are laid out
-// node by node in scratch and copied into or out of rank order. Alltoall
-// runs point to point over the whole group (the transport takes the
-// shortest path to each peer).
+// node by node in scratch and copied into or out of rank order.
 //
 // Order: within a node a left fold over its ranks in increasing order;
 // across nodes the tree or ring of the point-to-point algorithm over the
@@ -67,6 +72,10 @@ func (g *Group) buildHier(o *opState) bool {
 	case dtype.Broadcast, dtype.Reduce, dtype.Gather, dtype.Scatter:
 		root = o.Root
 	case dtype.Allgather, dtype.ReduceScatter:
+	case dtype.Alltoall:
+		if !g.nodeIdent {
+			return false // the leaders' exchange needs each node's ranks consecutive
+		}
 	default:
 		return false
 	}
@@ -267,6 +276,64 @@ func (g *Group) buildHier(o *opState) bool {
 			p.endRound()
 		}
 		stepN(shmScatter, o.Type, mine, o.Result[:bs], o.Count)
+
+	case dtype.Alltoall:
+		// Blocks of bs bytes; n ranks, my node's nk from rank st. The
+		// leader gathers its ranks' whole buffers (g: nk rows of n
+		// blocks), transposes them (t: n rows of nk blocks, row j what
+		// my ranks send to rank j), sends node m its rows and receives
+		// from node m its blocks for my ranks (rows b of nm blocks),
+		// and lays every rank's result out (res: nk rows of n blocks) for
+		// the node scatter.
+		bs := o.Count * o.Type.Size()
+		n := g.size
+		st, nk := g.nodeStart[node], g.nodeStart[node+1]-g.nodeStart[node]
+		if !amRep {
+			stepN(shmGather, o.Type, o.Buf[:n*bs], nil, n*o.Count)
+			stepN(shmScatter, o.Type, nil, o.Result[:n*bs], n*o.Count)
+			break
+		}
+		gb := o.Buf[:n*bs]
+		if r != nil {
+			gb = g.scratchBuf(0, nk*n*bs)
+			stepN(shmGather, o.Type, o.Buf[:n*bs], gb, n*o.Count)
+		}
+		t := gb // one rank: its buffer is its transpose
+		if nk > 1 {
+			t = g.scratchBuf(1, n*nk*bs)
+			for a := 0; a < nk; a++ {
+				p.strided(t[a*bs:], gb[a*n*bs:], n, bs, nk*bs, bs)
+			}
+			p.endRound()
+		}
+		res := o.Result[:n*bs] // row b: rank st+b's result
+		if r != nil {
+			res = g.scratchBuf(3, nk*n*bs)
+		}
+		rb := g.scratchBuf(2, (n-nk)*nk*bs)
+		off := 0
+		for m := range reps {
+			if m == node {
+				continue
+			}
+			ms, nm := g.nodeStart[m], g.nodeStart[m+1]-g.nodeStart[m]
+			p.send(reps[m], t[ms*nk*bs:(ms+nm)*nk*bs])
+			p.recv(reps[m], rb[off:off+nk*nm*bs])
+			off += nk * nm * bs
+		}
+		p.endRound()
+		off = 0
+		for m := range reps {
+			ms, nm := g.nodeStart[m], g.nodeStart[m+1]-g.nodeStart[m]
+			if m == node {
+				p.strided(res[ms*bs:], t[st*nk*bs:], nk, nk*bs, n*bs, nk*bs)
+				continue
+			}
+			p.strided(res[ms*bs:], rb[off:], nk, nm*bs, n*bs, nm*bs)
+			off += nk * nm * bs
+		}
+		p.endRound()
+		stepN(shmScatter, o.Type, res, o.Result[:n*bs], n*o.Count)
 	}
 	p.endRound()
 	return true

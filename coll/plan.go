@@ -13,14 +13,21 @@ import "github.com/gofi-dev/fi/transport"
 type actKind uint8
 
 const (
-	actSend   actKind = iota + 1 // send a to peer
-	actRecv                      // receive into dst from peer (len(dst) bytes exactly)
-	actReduce                    // dst = a op b
-	actCopy                      // copy(dst, a)
-	actShm                       // a shared-memory step (see region.go)
-	actWiden                     // dst (float32) = a (FLOAT16 / BFLOAT16), exactly
-	actNarrow                    // dst (FLOAT16 / BFLOAT16) = a (float32), rounded
+	actSend    actKind = iota + 1 // send a to peer
+	actRecv                       // receive into dst from peer (len(dst) bytes exactly)
+	actReduce                     // dst = a op b
+	actCopy                       // copy(dst, a)
+	actShm                        // a shared-memory step (see region.go)
+	actWiden                      // dst (float32) = a (FLOAT16 / BFLOAT16), exactly
+	actNarrow                     // dst (FLOAT16 / BFLOAT16) = a (float32), rounded
+	actStrided                    // rows: row i of rows.n, rows.size bytes, from a[i*rows.src:] to dst[i*rows.dst:]
 )
+
+// rows describes a strided copy (actStrided).
+type rows struct {
+	n, size  int // rows, bytes per row
+	dst, src int // strides in bytes
+}
 
 // action is one step of a plan. peer is a rank of the group.
 type action struct {
@@ -29,6 +36,7 @@ type action struct {
 	dst  []byte
 	a, b []byte
 	shm  shmStep // actShm only
+	rows rows    // actStrided only
 
 	// execution state
 	done    bool
@@ -113,6 +121,15 @@ func (p *planner) copy(dst, src []byte) {
 		return
 	}
 	p.local(action{kind: actCopy, dst: dst, a: src})
+}
+
+// strided copies n rows of size bytes, row i from src[i*ss:] to
+// dst[i*ds:].
+func (p *planner) strided(dst, src []byte, n, size, ds, ss int) {
+	if n == 0 || size == 0 {
+		return
+	}
+	p.local(action{kind: actStrided, dst: dst, a: src, rows: rows{n: n, size: size, dst: ds, src: ss}})
 }
 
 // ranks maps the plan's virtual ranks to group ranks: the identity for a
