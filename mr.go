@@ -77,6 +77,10 @@ type keyTabler interface {
 	holderAlive(pid int) bool
 }
 
+// memHinter is implemented by provider domains that tune registered Go
+// memory for their peers' accesses (shm: huge pages).
+type memHinter interface{ hintMem(buf []byte) }
+
 // mrKeys is a domain's key table, made on first use.
 type mrKeys struct {
 	mu      sync.Mutex
@@ -225,6 +229,9 @@ func (d *Domain) regMR(op string, buf []byte, access Flags, offset, requestedKey
 		return nil, opErr(op, ErrNoMem, "allocating %d bytes: %v", allocSize, err)
 	}
 	mr.slot, mr.key = slot, key
+	if h, ok := d.pd.(memHinter); ok && allocSize == 0 {
+		h.hintMem(buf)
+	}
 	return mr, nil
 }
 

@@ -38,6 +38,10 @@ func (d *shmDomain) allocMem(t *rma.Table, slot int, gen uint32, size int) ([]by
 	return seg.Bytes()[:size], seg.Close, nil
 }
 
+// hintMem backs a large registered Go buffer with huge pages: local peers'
+// single copies into it pin 2 MiB at a time (shm.HugePages).
+func (d *shmDomain) hintMem(buf []byte) { shm.HugePages(buf) }
+
 func (d *shmDomain) holderAlive(pid int) bool { return rma.ProcessAlive(pid) }
 
 // shmRMACaps are the shm provider's one-sided capabilities: an initiator
