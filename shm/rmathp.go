@@ -84,6 +84,16 @@ func hugeAdvise(addr, n uintptr) bool {
 	// mends a block the Go scavenger splits. An error here (a hole in the
 	// blocks) still advised the mapped part.
 	_, _, _ = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_HUGEPAGE)
-	_, _, e := unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_COLLAPSE)
-	return e == 0
+	// One block at a time: a block the kernel cannot collapse (a hole, no
+	// free huge page) does not stop the others; EAGAIN (a page busy for a
+	// moment) is tried once more.
+	ok := true
+	for b := lo; b < hi; b += hugeSize {
+		_, _, e := unix.Syscall(unix.SYS_MADVISE, b, hugeSize, unix.MADV_COLLAPSE)
+		if e == unix.EAGAIN {
+			_, _, e = unix.Syscall(unix.SYS_MADVISE, b, hugeSize, unix.MADV_COLLAPSE)
+		}
+		ok = ok && e == 0
+	}
+	return ok
 }
