@@ -56,6 +56,9 @@ type Host struct {
 	// Shm is the directory (a tmpfs of its own) that processes of this
 	// host see as /dev/shm. The test process can look into it.
 	Shm string
+
+	mu   sync.Mutex
+	cmds []*exec.Cmd // made by Command: Close kills those started
 }
 
 // Subnet is the private IPv4 subnet of every Net. It exists only inside
@@ -223,7 +226,28 @@ func (h *Host) enter() []string {
 func (h *Host) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	argv := append(h.enter(), name)
 	argv = append(argv, args...)
-	return exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	h.mu.Lock()
+	h.cmds = append(h.cmds, cmd)
+	h.mu.Unlock()
+	return cmd
+}
+
+// killStarted kills the processes of h's commands that were started. A
+// process started just before Close may not have entered the namespace
+// yet (ip netns exec still running), so the namespace's pid list alone
+// would miss it; the command's own process is the one that enters
+// (ip, unshare and sh each exec the next), so killing it reaches it
+// wherever it is.
+func (h *Host) killStarted() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.cmds {
+		if c.Process != nil {
+			_ = c.Process.Kill() // an exited process: ErrProcessDone
+		}
+	}
+	h.cmds = nil
 }
 
 // TestCommand returns a command that re-executes the running test binary
@@ -318,8 +342,10 @@ func shQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// Close kills the processes still inside the hosts, then removes the
-// namespaces, links, mounts and files. It may be called more than once.
+// Close kills the processes still inside the hosts (those in their
+// namespaces and those started from Command, wherever they are), then
+// removes the namespaces, links, mounts and files. It may be called more
+// than once; it must not run while another goroutine starts a command.
 func (nt *Net) Close() error {
 	nt.mu.Lock()
 	defer nt.mu.Unlock()
@@ -329,6 +355,7 @@ func (nt *Net) Close() error {
 	nt.closed = true
 	var errs []error
 	for _, h := range nt.Hosts {
+		h.killStarted()
 		killInside(h.NS)
 		if err := ip("netns", "del", h.NS); err != nil {
 			errs = append(errs, err)
