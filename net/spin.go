@@ -213,6 +213,13 @@ func (t *Transport) spinPass() bool {
 		if tc.dead || tc.gc == nil || tc.stalled.Load() {
 			continue
 		}
+		if tc.gc.InboundBuffered() > 0 {
+			// Older bytes wait in gnet's buffer (a decode that stopped
+			// early left them): the decoder reads pre before them, so
+			// reading the socket into pre now would put newer bytes
+			// ahead of older ones. They are decoded where they were left.
+			continue
+		}
 		if tc.outq.Load() {
 			tc.ownerFlush()
 		}
