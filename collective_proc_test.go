@@ -62,14 +62,21 @@ func (j *collJob) run() error {
 	}
 	c := killCase(j.n)
 	buf, res := c.Input(j.r.rank), make([]byte, c.ResultLen(j.r.rank))
+	if j.r.rank != j.kill {
+		// The dying rank posts first and is gone before the others
+		// post. Were the others already waiting, its post could run the
+		// whole collective: a shared-memory step advances inside the post
+		// through every phase the others have already arrived at, and the
+		// others would then legitimately complete.
+		time.Sleep(500 * time.Millisecond)
+	}
 	if err := j.r.post(c, buf, res, nil); err != nil {
 		return err
 	}
 	if j.r.rank == j.kill {
 		// Die without closing anything and without any progress after the
 		// post (which sent the first round, or arrived at the first
-		// shared-memory phase): progress might let this rank finish its
-		// part before it goes, and the others legitimately complete.
+		// shared-memory phase, where the others are not yet).
 		time.Sleep(50 * time.Millisecond)
 		os.Exit(0)
 	}
