@@ -1215,7 +1215,12 @@ func (t *Transport) flush(p *peer) {
 	// Something waits for room: say so in the ring's trailer, then look
 	// once more (the receiver reads the word after it releases space).
 	p.outWant.Store(1)
-	t.flushOnce(p)
+	if !t.flushOnce(p) {
+		// The rest waits for room: progressBusy writes it. Without this a
+		// control record (the acknowledgement a sender's completion waits
+		// for) stayed queued until the next record to the same peer.
+		t.markBusy(p)
+	}
 }
 
 // flushOnce writes what fits and reports whether nothing is left.
