@@ -451,13 +451,7 @@ func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
 		return gnet.Close
 	}
 	if stalled {
-		if !tc.stalled.Swap(true) {
-			t.mu.Lock()
-			t.stalled = append(t.stalled, tc)
-			t.nStall.Store(int32(len(t.stalled)))
-			t.mu.Unlock()
-			t.notify()
-		}
+		t.listStalled(tc, true)
 		return gnet.None
 	}
 	if spin && tc.state == stReady {

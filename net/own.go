@@ -452,15 +452,26 @@ func (t *Transport) ownerDecode(tc *tconn) bool {
 		return false
 	}
 	if stalled {
-		if !tc.stalled.Swap(true) {
-			t.mu.Lock()
-			t.stalled = append(t.stalled, tc)
-			t.nStall.Store(int32(len(t.stalled)))
-			t.mu.Unlock()
-		}
+		t.listStalled(tc, false) // Poll itself drains them
 		return false
 	}
 	return true
+}
+
+// listStalled lists tc as stalled (the handoff ring had no room for its
+// next frame) once; progress decodes it again when the ring drains. notify
+// wakes a sleeping engine to drain it.
+func (t *Transport) listStalled(tc *tconn, notify bool) {
+	if tc.stalled.Swap(true) {
+		return
+	}
+	t.mu.Lock()
+	t.stalled = append(t.stalled, tc)
+	t.nStall.Store(int32(len(t.stalled)))
+	t.mu.Unlock()
+	if notify {
+		t.notify()
+	}
 }
 
 // fail gives up on a connection Poll was reading while it owned the loop;

@@ -246,13 +246,7 @@ func (t *Transport) loopDecode(tc *tconn) bool {
 		return false
 	}
 	if stalled {
-		if !tc.stalled.Swap(true) {
-			t.mu.Lock()
-			t.stalled = append(t.stalled, tc)
-			t.nStall.Store(int32(len(t.stalled)))
-			t.mu.Unlock()
-			t.notify()
-		}
+		t.listStalled(tc, true)
 		return false
 	}
 	return true
