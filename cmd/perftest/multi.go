@@ -289,38 +289,23 @@ func (n *node) recvWait(rx []byte) error {
 	return n.postRecv(rx)
 }
 
-// pairLatency ping-pongs it times (after a tenth as warm-up); the
-// initiator returns the usec per one-way transfer.
+// pairLatency ping-pongs it times (after a tenth as warm-up, at most
+// 100); the initiator returns the usec per one-way transfer.
 func pairLatency(n *node, tx, rx []byte, it int, initiator bool) (float64, error) {
-	warm := min(max(it/10, 1), 100)
-	var start time.Time
-	for i := range warm + it {
-		if i == warm {
-			start = time.Now()
-		}
-		if initiator {
-			if err := n.sendWait(tx); err != nil {
-				return 0, err
-			}
-			if err := n.recvWait(rx); err != nil {
-				return 0, err
-			}
-		} else {
-			if err := n.recvWait(rx); err != nil {
-				return 0, err
-			}
-			if err := n.sendWait(tx); err != nil {
-				return 0, err
-			}
-		}
-	}
-	return float64(time.Since(start).Nanoseconds()) / 1e3 / float64(2*it), nil
+	d, err := passes(n, tx, rx, min(max(it/10, 1), 100), it, initiator)
+	return float64(d.Nanoseconds()) / 1e3 / float64(2*it), err
 }
 
-// ringLatency passes a message around the ring it times; rank 0 returns
-// the usec per hop.
+// ringLatency passes a message around the ring it times (after a tenth
+// as warm-up, at most 20); rank 0 returns the usec per hop.
 func ringLatency(n *node, tx, rx []byte, it int, first bool, ranks int) (float64, error) {
-	warm := min(max(it/10, 1), 20)
+	d, err := passes(n, tx, rx, min(max(it/10, 1), 20), it, first)
+	return float64(d.Nanoseconds()) / 1e3 / float64(it*ranks), err
+}
+
+// passes sends then receives (first) or receives then sends, warm+it
+// times, and returns how long the last it passes took.
+func passes(n *node, tx, rx []byte, warm, it int, first bool) (time.Duration, error) {
 	var start time.Time
 	for i := range warm + it {
 		if i == warm {
@@ -330,19 +315,17 @@ func ringLatency(n *node, tx, rx []byte, it int, first bool, ranks int) (float64
 			if err := n.sendWait(tx); err != nil {
 				return 0, err
 			}
-			if err := n.recvWait(rx); err != nil {
-				return 0, err
-			}
-		} else {
-			if err := n.recvWait(rx); err != nil {
-				return 0, err
-			}
+		}
+		if err := n.recvWait(rx); err != nil {
+			return 0, err
+		}
+		if !first {
 			if err := n.sendWait(tx); err != nil {
 				return 0, err
 			}
 		}
 	}
-	return float64(time.Since(start).Nanoseconds()) / 1e3 / float64(it*ranks), nil
+	return time.Since(start), nil
 }
 
 // pairBandwidth streams it messages in windows; the receiver answers each
