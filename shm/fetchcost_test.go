@@ -16,78 +16,110 @@ func TestFetchClass(t *testing.T) {
 	}
 }
 
-// TestFetchCostPicks: single copy first, segments second (a try that
-// grew the ring is repeated); the faster method wins, and the slower is
-// tried again less often the slower it is.
-func TestFetchCostPicks(t *testing.T) {
-	pick := func(c *fetchCost, cmaCost, segCost time.Duration) (cma, explore bool) {
-		cma, explore = c.pickCMA()
-		d := segCost
-		if cma {
-			d = cmaCost
+// fetchRun drives a fetchCost as the transport does: the class's first
+// fetch is not timed; cost(i, cma) is fetch i's time by the method picked.
+// It returns how many fetches went by segments and how many explored.
+func fetchRun(c *fetchCost, n int, cost func(i int, cma bool) time.Duration) (seg, explored int) {
+	for i := range n {
+		cma, ex := c.pickCMA()
+		if !cma {
+			seg++
 		}
-		c.note(cma, explore, d)
-		return cma, explore
+		if ex {
+			explored++
+		}
+		if c.n > 1 {
+			c.note(cma, ex, cost(i, cma))
+		}
 	}
+	return seg, explored
+}
+
+func costs(cma, seg time.Duration) func(int, bool) time.Duration {
+	return func(_ int, c bool) time.Duration {
+		if c {
+			return cma
+		}
+		return seg
+	}
+}
+
+// TestFetchCostPicks: single copy first, then a burst of segments (a try
+// that grew the ring is repeated) and a confirming burst; the faster
+// method wins, and the slower is tried again less often the slower it is.
+func TestFetchCostPicks(t *testing.T) {
+	us := time.Microsecond
 	var c fetchCost
-	if cma, ex := pick(&c, 10*time.Microsecond, 5*time.Microsecond); !cma || ex {
-		t.Fatalf("first fetch: cma %v explore %v, want single copy", cma, ex)
+	for i := range 2 {
+		if cma, ex := c.pickCMA(); !cma || ex {
+			t.Fatalf("fetch %d: cma %v explore %v, want single copy", i+1, cma, ex)
+		}
+		if i > 0 {
+			c.note(true, false, 10*us)
+		}
 	}
 	// The first try of segments grows the ring: it does not count.
 	if cma, ex := c.pickCMA(); cma || !ex {
-		t.Fatalf("second fetch: cma %v explore %v, want the first try of segments", cma, ex)
+		t.Fatalf("third fetch: cma %v explore %v, want the first try of segments", cma, ex)
 	}
-	c.retry()
-	if cma, ex := pick(&c, 10*time.Microsecond, 5*time.Microsecond); cma || !ex {
-		t.Fatalf("third fetch: cma %v explore %v, want segments tried again", cma, ex)
+	if !c.retry() {
+		t.Fatal("first try dropped: retry declined")
 	}
-	// Segments are twice as fast: they are used, and single copy tried
-	// every 2*exploreEvery fetches.
-	tries := 0
-	for range 10 * exploreEvery {
-		if cma, ex := pick(&c, 10*time.Microsecond, 5*time.Microsecond); cma {
-			if !ex {
-				t.Fatal("single copy used without exploring while segments are faster")
-			}
-			tries++
+	for i := range exploreBurst {
+		if cma, ex := c.pickCMA(); cma || !ex {
+			t.Fatalf("burst fetch %d: cma %v explore %v, want segments", i, cma, ex)
 		}
+		c.note(false, true, 5*us)
 	}
-	if tries < 4 || tries > 6 {
-		t.Errorf("single copy tried %d times in %d fetches, want about 5", tries, 10*exploreEvery)
+	// Segments are twice as fast: they are used, single copy tried in
+	// bursts costing about 1/exploreEvery of the time.
+	seg, ex := fetchRun(&c, 100*exploreEvery, costs(10*us, 5*us))
+	if n := 100 * exploreEvery; seg < n-n/20 || ex == 0 || ex > n/20 {
+		t.Errorf("near: %d of %d fetches by segments, %d explored", seg, n, ex)
+	}
+	// One preempted segment fetch does not move the choice.
+	c.note(false, false, 5*time.Millisecond)
+	if cma, _ := c.pickCMA(); cma && c.burst == 0 {
+		t.Error("one slow segment fetch moved the class to single copy")
 	}
 	// The placement changes: segments become 7x slower. Single copy is
-	// back within a few fetches, and segments are then tried only every
-	// 7*exploreEvery fetches.
-	seg := 0
-	for range 30 * exploreEvery {
-		if cma, _ := pick(&c, 10*time.Microsecond, 70*time.Microsecond); !cma {
-			seg++
-		}
-	}
-	if seg < 4 || seg > 7+5 {
+	// back within costSamples fetches and segments tried rarely.
+	seg, _ = fetchRun(&c, 30*exploreEvery, costs(10*us, 70*us))
+	if seg > costSamples+exploreBurst+30*exploreEvery/50 {
 		t.Errorf("segments used %d times in %d fetches after they became 7x slower", seg, 30*exploreEvery)
 	}
-	// Far from the start: segments 7x slower are tried once, then not
-	// for 7*exploreEvery fetches.
+	// Far from the start: segments 7x slower are tried in two bursts
+	// (the second confirms), then not in a 110-message run.
 	var f fetchCost
-	seg = 0
-	for range 110 {
-		if cma, _ := pick(&f, 75*time.Microsecond, 520*time.Microsecond); !cma {
-			seg++
-		}
+	if seg, _ := fetchRun(&f, 110, costs(75*us, 520*us)); seg != 2*exploreBurst {
+		t.Errorf("far placement: segments used %d times in a 110-message run, want %d", seg, 2*exploreBurst)
 	}
-	if seg != 1 {
-		t.Errorf("far placement: segments used %d times in a 110-message run, want 1", seg)
-	}
-	// Tries dropped for ring growth: two in a row at most.
+	// Near, but the first messages of a size stall (the two processes
+	// share a CPU for a while): the confirming burst finds segments.
 	var g fetchCost
-	g.pickCMA()
-	g.note(true, false, 10*time.Microsecond)
-	for i := range 3 {
-		if cma, ex := g.pickCMA(); cma || !ex {
+	stall := func(i int, cma bool) time.Duration {
+		switch {
+		case i < 12:
+			return 8 * time.Millisecond
+		case cma:
+			return 10 * us
+		}
+		return 5 * us
+	}
+	fetchRun(&g, 110, stall)
+	if cma, _ := g.pickCMA(); cma {
+		t.Errorf("near after a stalled start: single copy in use (cma %d seg %d ns)", g.cma.least(), g.seg.least())
+	}
+	// Tries dropped for ring growth: maxVoids in a row at most.
+	var h fetchCost
+	h.pickCMA()
+	h.pickCMA()
+	h.note(true, false, 10*us)
+	for i := range maxVoids + 1 {
+		if cma, ex := h.pickCMA(); cma || !ex {
 			t.Fatalf("try %d: cma %v explore %v, want segments", i, cma, ex)
 		}
-		if got := g.retry(); got != (i < 2) {
+		if got := h.retry(); got != (i < maxVoids) {
 			t.Fatalf("retry %d = %v", i, got)
 		}
 	}
