@@ -419,3 +419,45 @@ func fiFirstUse(b *testing.B, prov string, size int) {
 	n.ep.TSend(nil, peer, 0, nil)
 	n.wait(1, time.Now().Add(5*time.Second))
 }
+
+// BenchmarkFiIdleRead is one CQ read that finds nothing on a shm endpoint
+// with a connected peer whose ring is empty: the loop a busy-polling
+// receiver runs while it waits, whose length bounds how soon it sees a
+// message (count it with callgrind for a load-independent figure).
+func BenchmarkFiIdleRead(b *testing.B) {
+	a, err := openFiNode("shm")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer a.close()
+	c, err := openFiNode("shm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.close()
+	name, _ := c.ep.Name()
+	to, err := a.av.Insert([][]byte{name}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	msg, buf := make([]byte, 8), make([]byte, 8)
+	deadline := time.Now().Add(time.Minute)
+	for range 3 { // connected, both directions' rings in use
+		if err := c.ep.TRecv(buf, fi.AddrUnspec, 1, 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := a.ep.TSend(msg, to[0], 1, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := waitBoth(c, a, deadline); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var e [1]fi.CQEntry
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.cq.Read(e[:]); !errors.Is(err, fi.ErrAgain) {
+			b.Fatal("a completion or an error:", err)
+		}
+	}
+}

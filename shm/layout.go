@@ -15,7 +15,11 @@ import (
 //
 //	header    0    256 B  see the h* offsets below; magic written last
 //	doorbell  256  128 B  seq u32 @+0 (senders bump), waiters u32 @+4
-//	                      (receivers count themselves in); own 2 lines
+//	                      (receivers count themselves in), polling u32 @+8
+//	                      (the owner: 1 while it polls its inbound rings
+//	                      directly, so senders need not set their bitmap
+//	                      bits; 0, the initial value, asks for the bits);
+//	                      own 2 lines
 //	connSeq   384  128 B  u32 @+0, bumped by a sender after posting a
 //	                      connection request; own 2 lines
 //	nudge     512  128 B  u32 @+0, bumped by a peer that wants the owner

@@ -57,6 +57,7 @@ type Region struct {
 	layout Layout
 	bell   Doorbell
 	nudge  *atomic.Uint32
+	poll   *atomic.Uint32 // the polling word, next to the doorbell's
 	conn   ConnQueue
 	peers  PeerTable
 }
@@ -130,6 +131,7 @@ func newRegionOver(b []byte, l Layout) *Region {
 	r := &Region{mem: b, layout: l}
 	r.bell = Doorbell{seq: word32(b, l.DoorbellOff), waiters: word32(b, l.DoorbellOff+4)}
 	r.nudge = word32(b, l.NudgeOff)
+	r.poll = word32(b, l.DoorbellOff+8)
 	r.conn = ConnQueue{mem: b[l.ConnOff : l.ConnOff+l.ConnSlots*ConnSlotSize], n: l.ConnSlots,
 		seq: word32(b, l.ConnSeqOff), bell: &r.bell}
 	r.peers = PeerTable{mem: b[l.PeerOff : l.PeerOff+l.PeerSlots*PeerSlotSize], n: l.PeerSlots}
@@ -173,6 +175,12 @@ func (r *Region) Nudge() error {
 	r.nudge.Add(1)
 	return r.bell.Ring()
 }
+
+// pollWord returns the region's polling word (see the layout): its owner
+// stores 1 while it polls every inbound ring directly, 0 when it relies on
+// the bitmap (many peers, or about to sleep). It shares the doorbell's
+// line, which a sender reads on every send anyway.
+func (r *Region) pollWord() *atomic.Uint32 { return r.poll }
 
 // NudgeSeq returns the nudge word. The owner compares it with a value read
 // before it last ran its progress to learn whether it was nudged since.

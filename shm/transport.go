@@ -163,9 +163,11 @@ type Transport struct {
 	addr   []byte
 	bits   *ring.Bitmap
 	bell   *Doorbell
-	seen   atomic.Uint32 // connection sequence last handled (read by Wait)
-	cma    bool
-	cmaMin int // smallest payload always fetched with single copy
+	// polling is our region's polling word (see askBits)
+	polling *atomic.Uint32
+	seen    atomic.Uint32 // connection sequence last handled (read by Wait)
+	cma     bool
+	cmaMin  int // smallest payload always fetched with single copy
 	// recent cost of rendezvous fetches by size class and method, for
 	// pickCMA
 	fetchCost [fetchClasses]fetchCost
@@ -219,6 +221,7 @@ type peer struct {
 	// outbound: our ring in a segment we own, announced to their region
 	region  *Region
 	rbits   *ring.Bitmap
+	rpoll   *atomic.Uint32 // their region's polling word: 1 = no bit needed
 	seg     *Segment
 	out     *ring.Ring
 	outWant *atomic.Uint32 // the trailer word of seg
@@ -347,7 +350,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		return nil, err
 	}
 	t := &Transport{cfg: cfg, region: r, name: r.Name(), addr: []byte(r.Addr()), bits: bm,
-		bell: r.Doorbell(), byName: map[string]transport.Peer{},
+		bell: r.Doorbell(), polling: r.pollWord(), byName: map[string]transport.Peer{},
 		inbound: make([]*peer, r.Layout().PeerSlots), cma: !cfg.NoCMA && !cmaDisabledByEnv() && ProbeCMA().Available}
 	t.seen.Store(r.ConnQueue().Seq())
 	t.spinEnv = -1
@@ -527,7 +530,7 @@ func (t *Transport) connect(p *peer) transport.Code {
 			_ = r.Close()
 			return transport.EIO
 		}
-		p.region, p.rbits = r, bm
+		p.region, p.rbits, p.rpoll = r, bm, r.pollWord()
 	}
 	r := p.region
 	// A region left by a killed owner still parses; a request posted into
@@ -594,10 +597,21 @@ func (t *Transport) checkReply(p *peer) {
 	t.kick(p)
 }
 
-// kick tells the receiver its ring has records.
+// kick tells the receiver its ring has records: it sets our bit in the
+// receiver's bitmap, unless the receiver said (its polling word) that it
+// polls every inbound ring directly, and rings its doorbell. Skipping the
+// bit saves two transfers of the bitmap's line between the CPUs per
+// message (our atomic OR, the receiver's swap). It cannot lose a record:
+// the receiver clears the word before it relies on the bitmap and then
+// looks at every ring once (pollDirect); our load of the word follows our
+// publish, so either we see the word cleared, or that look sees the
+// record.
 func (t *Transport) kick(p *peer) {
 	if p.bit >= 0 {
-		_ = p.rbits.Set(p.bit)
+		fence() // the publish before the load (under -race only)
+		if p.rpoll.Load() == 0 {
+			_ = p.rbits.Set(p.bit)
+		}
 	}
 	_ = p.region.Doorbell().Ring()
 }
@@ -1247,6 +1261,9 @@ func (t *Transport) Poll(s transport.Sink) bool {
 	// so it is cleared off the latency path and never loses a ring.
 	if n := len(t.direct); n > 0 && n <= directMax && t.sweep(s) {
 		did = true
+		if t.polling.Load() == 0 {
+			t.polling.Store(1) // senders may leave their bits alone
+		}
 	} else {
 		for w := 0; w < t.inWords; w++ {
 			for v := t.bits.Take(w); v != 0; v &= v - 1 {
@@ -1327,6 +1344,30 @@ func (t *Transport) accept() {
 		t.direct = append(t.direct, p)
 		t.inWords = max(t.inWords, slot/64+1)
 		_ = t.bits.Set(slot) // records written before the accept
+		if len(t.direct) > directMax {
+			t.askBits() // Poll uses the bitmap from now on
+		}
+	}
+}
+
+// The polling word tells senders whether Poll looks at every inbound ring
+// directly, so that they need not set their bitmap bits. Poll sets it when
+// a direct sweep found work (few inbound peers, and traffic). It is
+// cleared by Wait before it sleeps on the bitmap (Wait returns at once
+// then, and the Poll that follows sweeps every ring) and by askBits when
+// the inbound peers become too many for the sweep. Only Poll sets it, only
+// while the sweep covers every inbound ring, and a clearing is always
+// followed by a look at every ring, so a sender that read 1 after
+// publishing (and skipped its bit) has its record seen.
+
+// askBits clears the polling word and sets every inbound peer's bit: a
+// sender that read the word before it changed skipped its bit, and the
+// bitmap pass visits its ring.
+func (t *Transport) askBits() {
+	t.polling.Store(0)
+	fence() // the store before the loads of the next pass (under -race only)
+	for _, p := range t.direct {
+		_ = t.bits.Set(p.inIdx)
 	}
 }
 
@@ -1798,7 +1839,7 @@ func (t *Transport) closeOut(p *peer) {
 	if p.region != nil {
 		_ = p.region.Close()
 	}
-	p.seg, p.region, p.out, p.outWant, p.rbits, p.connSlot = nil, nil, nil, nil, nil, -1
+	p.seg, p.region, p.out, p.outWant, p.rbits, p.rpoll, p.connSlot = nil, nil, nil, nil, nil, nil, -1
 	p.old, p.oldSeg, p.oldWant, p.switchTo, p.eager = nil, nil, nil, "", 0
 }
 
@@ -1819,7 +1860,9 @@ func (t *Transport) anyWork() bool {
 			return true
 		}
 	}
-	return false
+	// A concurrent Poll's sweep found work and set the polling word after
+	// Wait cleared it: senders skip their bits again, so do not sleep.
+	return t.polling.Load() != 0
 }
 
 // Wait sleeps on the region's doorbell until work may be there, Wake is
@@ -1835,6 +1878,15 @@ func (t *Transport) Wait(timeout time.Duration) {
 	}
 	if s := t.rma.svc; s != nil {
 		s.active().Store(0) // initiators stop offering quick requests
+	}
+	if t.polling.Load() != 0 {
+		// Senders have been leaving their bits alone while Poll swept
+		// the rings: ask for bits again and return, so that the caller
+		// polls once more (a sweep after this store sees every record
+		// whose sender skipped its bit) before it sleeps on the bitmap.
+		t.polling.Store(0)
+		fence()
+		return
 	}
 	_, _ = t.bell.Wait(timeout, t.anyWork)
 	t.woken.Store(false)
