@@ -37,9 +37,9 @@
 //     receive the engine matched (push.go).
 //   - After traffic the loop keeps polling its sockets for an adaptive
 //     window (at most Config.SpinMax, 100 us) before it sleeps in
-//     epoll_wait, unless the host has more runnable threads than CPUs
-//     (spin.go): a one-sided request to an idle target then finds a
-//     running thread instead of paying a wake-up.
+//     epoll_wait, yielding its CPU between empty passes (spin.go): a
+//     one-sided request to an idle target then finds a running thread
+//     instead of paying a wake-up.
 //   - The application's goroutine (the engine) calls Send, Fetch, Discard,
 //     Resolve and Poll. Send writes to the socket itself with a
 //     non-blocking writev when nothing is queued ahead of it: no hop to the

@@ -21,7 +21,11 @@ func TestFlowControl_RefusingSinkLosesNothing(t *testing.T) {
 
 func refusingSinkLosesNothing(t *testing.T, spin bool) {
 	a := listen(t, Config{})
-	b := listen(t, Config{Window: minWindow, spinAlways: spin})
+	cfg := Config{Window: minWindow}
+	if !spin {
+		cfg.SpinMax = -1
+	}
+	b := listen(t, cfg)
 	as, bs := newSink(), newSink()
 	p, _ := a.Resolve(b.Name())
 	refusing := true

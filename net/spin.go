@@ -2,7 +2,6 @@ package net
 
 import (
 	"os"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +33,22 @@ import (
 // requests keep coming less than SpinMax apart (as libfabric's spinning
 // target costs one always).
 //
+// A pass that read nothing gives the CPU away (sched_yield) before the
+// next: the spin never keeps a thread of this CPU's run queue waiting,
+// and when nobody waits the yield returns at once. Without it a loaded
+// host made the spin a loss: when the initiator (or any thread it needs)
+// shared the spinning loop's CPU, it ran only when the scheduler
+// preempted the spinner or the window ran out, and the window, seeing the
+// next request come right after it gave up, even grew. Measured (perftest
+// atomic -p tcp, 8-byte fetch-add, idle target, median us): both
+// processes pinned to one CPU, 135-141 spinning without the yield, 25-31
+// with it (and the initiator's own yield in Poll), 24-56 not spinning; at
+// load 10-14 on both CPUs, 106-130 without the yield, 22.4-22.9 with it,
+// 29.5-31.2 not spinning (libfabric's always spinning target 18.5-23.3,
+// p99 5-50 ms against gofi's 85-270 us). An earlier rule, no spin while
+// /proc/loadavg's runnable count exceeded the CPUs, avoided the loss but
+// gave up the spin on any loaded host, where the wake-up path is slowest.
+//
 // The loop leaves the spin at once when Poll asks for the sockets (park
 // requested, own.go), when a connection is in its handshake (only gnet
 // reads those), when the transport closes, and at the latest after
@@ -57,79 +72,11 @@ type spinner struct {
 	hits   atomic.Int64  // spin passes that read bytes (tests)
 	gaveUp bool          // the last session ended idle (the loop then blocked)
 	conns  []*tconn
-
-	// The CPUs' state, sampled at most every spinLoadEvery.
-	loadFd  int // /proc/loadavg, opened on first use; -2: unavailable
-	loadAt  time.Time
-	crowded bool // more runnable threads than CPUs: do not spin
-	spinBuf [64]byte
 }
 
-// spinLoadEvery is how often the loop looks at the number of runnable
-// threads (one pread of /proc/loadavg).
-const spinLoadEvery = 10 * time.Millisecond
-
-// busyCPUs reports whether the host has more runnable threads than CPUs,
-// sampled at most every spinLoadEvery. A spinning loop then takes a CPU
-// from a thread that has work (perhaps the very peer whose request it
-// waits for), and the scheduler no longer favours it as a sleeper when the
-// request comes: measured with eight busy processes on the 2 vCPUs, an
-// 8-byte tcp write took 120-135 us with the spin against 30-70 us without.
-// At a lighter load (3-10 runnable threads) a fetch-add with the check
-// off was bimodal, 15 us or 90-100 us per operation against 41-48 us
-// without the spin: in the slow runs the requests came ~100 us after the
-// spin gave up (the initiator, sharing the one remaining CPU with the
-// other work, was slowed), not while it spun.
-func (s *spinner) busyCPUs(now time.Time) bool {
-	if now.Sub(s.loadAt) < spinLoadEvery && !s.loadAt.IsZero() {
-		return s.crowded
-	}
-	s.loadAt = now
-	if s.loadFd == 0 {
-		fd, err := unix.Open("/proc/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			fd = -2
-		}
-		s.loadFd = fd
-	}
-	if s.loadFd < 0 {
-		s.crowded = false
-		return false
-	}
-	n, err := unix.Pread(s.loadFd, s.spinBuf[:], 0)
-	if err != nil || n <= 0 {
-		s.crowded = false
-		return false
-	}
-	s.crowded = runnable(s.spinBuf[:n]) > runtime.NumCPU()
-	return s.crowded
-}
-
-// runnable reads the running-thread count of a /proc/loadavg line
-// ("0.52 0.58 0.59 3/94 17622": 3), or 0.
-func runnable(b []byte) int {
-	i := 0
-	for i < len(b) && b[i] != '/' {
-		i++
-	}
-	j := i
-	for j > 0 && b[j-1] >= '0' && b[j-1] <= '9' {
-		j--
-	}
-	n := 0
-	for _, c := range b[j:i] {
-		n = n*10 + int(c-'0')
-	}
-	return n
-}
-
-// closeLoad closes the /proc/loadavg descriptor (on the loop's shutdown).
-func (s *spinner) closeLoad() {
-	if s.loadFd > 0 {
-		unix.Close(s.loadFd)
-	}
-	s.loadFd = -2
-}
+// schedYield gives the CPU to another thread of its run queue, if one
+// waits (sched_yield never blocks).
+func schedYield() { _, _, _ = unix.RawSyscall(unix.SYS_SCHED_YIELD, 0, 0, 0) }
 
 func spinMaxOf(cfg *Config) time.Duration {
 	if cfg.SpinMax != 0 {
@@ -163,7 +110,7 @@ func (t *Transport) loopSpin() {
 	s := &t.spin
 	now := time.Now()
 	s.last = now
-	if s.w == 0 || !t.cfg.spinAlways && s.busyCPUs(now) {
+	if s.w == 0 {
 		s.gaveUp = true
 		return
 	}
@@ -177,6 +124,7 @@ func (t *Transport) loopSpin() {
 			now = time.Now()
 			s.last = now
 		} else {
+			schedYield()
 			now = time.Now()
 		}
 		if now.Sub(s.last) >= s.w {

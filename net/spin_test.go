@@ -31,14 +31,13 @@ func rmaTarget(t *testing.T, tr *Transport) []byte {
 }
 
 // One-sided operations against a target that never polls, with the
-// target's loop busy-polling after every request (spin forced on whatever
-// the load) and with it off: writes, reads and fetch-adds in a row, each
+// target's loop busy-polling after every request and with it off: writes, reads and fetch-adds in a row, each
 // waited for, then a window of them; every answer checked.
 func TestSpin_IdleTargetServesOneSided(t *testing.T) {
 	for _, spin := range []bool{true, false} {
 		name := map[bool]string{true: "spin", false: "nospin"}[spin]
 		t.Run(name, func(t *testing.T) {
-			cfg := Config{spinAlways: spin}
+			cfg := Config{}
 			if !spin {
 				cfg.SpinMax = -1
 			}
