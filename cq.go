@@ -22,9 +22,10 @@ const (
 )
 
 // WaitObj is the wait object a CQ blocks on in Sread (enum fi_wait_obj).
-// gofi always sleeps on the provider's doorbell (a futex for shm, the
-// event loop's hand-off for tcp); WaitNone opens a CQ that may not be
-// waited on.
+// gofi sleeps on the provider's doorbell (a futex for shm, the event
+// loop's hand-off for tcp) for every wait object but two: WaitYield never
+// sleeps (Sread yields the CPU between polls, as FI_WAIT_YIELD says), and
+// WaitNone opens a CQ that may not be waited on.
 type WaitObj int
 
 // Wait objects, numbered as libfabric's enum fi_wait_obj.
@@ -120,7 +121,9 @@ func (d *Domain) OpenCQ(attr *CQAttr) (*CQ, error) {
 	if err := d.addChild(childCQ); err != nil {
 		return nil, err
 	}
-	return &CQ{dom: d, eng: engine.NewCQ(a.Size, d.serial()), format: a.Format, wait: a.WaitObj != WaitNone}, nil
+	eng := engine.NewCQ(a.Size, d.serial())
+	eng.SetYield(a.WaitObj == WaitYield)
+	return &CQ{dom: d, eng: eng, format: a.Format, wait: a.WaitObj != WaitNone}, nil
 }
 
 // Read reads up to len(entries) completions without blocking. It returns
@@ -137,7 +140,10 @@ func (cq *CQ) Read(entries []CQEntry) (int, error) {
 // arrives, timeout passes (ErrAgain) or Signal is called (ErrAgain). A
 // negative timeout waits forever. It spins briefly, then sleeps on the
 // provider's doorbell, always in bounded slices so a dead peer cannot
-// hold it past its timeout.
+// hold it past its timeout. On a CQ opened with WaitYield it never sleeps:
+// it gives the CPU back to the OS scheduler (sched_yield) after every pass
+// that found nothing, which is what pays when a host runs more ranks than
+// it has CPUs (Open MPI's yield_when_idle).
 func (cq *CQ) Sread(entries []CQEntry, timeout time.Duration) (int, error) {
 	if cq.closed {
 		return 0, errClosedCQ

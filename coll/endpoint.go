@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"os"
+	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofi-dev/fi/engine"
@@ -43,10 +45,16 @@ type Endpoint struct {
 	toks    []tokEntry
 	tokFree []uint32
 
-	poker     transport.Poker // wakes local ranks asleep in Sread (nil: none)
-	ready     []*Group        // transfers of the running round all done
-	shmActive []*Group        // waiting in a shared-memory step
-	blocked   []*Group        // sends to retry, aborts to send
+	poker  transport.Poker  // wakes local ranks asleep in Sread (nil: none)
+	ringer transport.Ringer // instead of poker when the transport has it
+	// The regions of the groups waiting in a shared-memory step, for the
+	// transport's wait condition (waitCond), which runs concurrently.
+	watch     [4]atomic.Pointer[region]
+	watchAll  atomic.Bool  // more groups wait than watch holds: never sleep
+	inCond    atomic.Int32 // waitConds running (unwatch waits for 0)
+	ready     []*Group     // transfers of the running round all done
+	shmActive []*Group     // waiting in a shared-memory step
+	blocked   []*Group     // sends to retry, aborts to send
 	spare     []*Group
 	polls     uint32
 
@@ -74,6 +82,10 @@ func Attach(eng *engine.Endpoint, cfg Config) *Endpoint {
 	}
 	e := &Endpoint{eng: eng, cfg: cfg, groups: map[uint32]*Group{}, joins: map[uint64]uint32{}, pool: engine.BufPool{Keep: 16}}
 	e.poker, _ = eng.Transport().(transport.Poker)
+	if e.ringer, _ = eng.Transport().(transport.Ringer); e.ringer != nil {
+		e.poker = nil
+		e.ringer.SetWaitCond(e.waitCond)
+	}
 	eng.SetColl(e)
 	return e
 }
@@ -419,6 +431,7 @@ func (e *Endpoint) CollClose() {
 	}
 	clear(e.shmActive)
 	e.shmActive = e.shmActive[:0]
+	e.rewatch()
 	for _, m := range e.pending {
 		e.release(m.buf)
 	}
@@ -489,4 +502,56 @@ func (e *Endpoint) release(b []byte) {
 	}
 	e.used -= len(b)
 	e.pool.Put(b)
+}
+
+// waitCond is the transport's wait condition (transport.Ringer): true when
+// a watched group's ranks have all arrived at its phase (or one aborted),
+// so a rank asleep in Sread wakes without a poke from the last to arrive.
+// It runs concurrently with everything else.
+func (e *Endpoint) waitCond() bool {
+	e.inCond.Add(1)
+	ok := e.watchAll.Load()
+	for i := range e.watch {
+		if ok {
+			break
+		}
+		if r := e.watch[i].Load(); r != nil {
+			ok = r.ready()
+		}
+	}
+	e.inCond.Add(-1)
+	return ok
+}
+
+// rewatch publishes the regions of the groups on shmActive for waitCond.
+func (e *Endpoint) rewatch() {
+	if e.ringer == nil {
+		return
+	}
+	n := 0
+	for _, g := range e.shmActive {
+		if r := g.region; r != nil && r.mem != nil && r.ph > 0 {
+			if n < len(e.watch) {
+				e.watch[n].Store(r)
+			}
+			n++
+		}
+	}
+	for i := n; i < len(e.watch); i++ {
+		e.watch[i].Store(nil)
+	}
+	e.watchAll.Store(n > len(e.watch))
+}
+
+// unwatch takes region r off the watch before it is unmapped, and waits
+// until no waitCond can still be reading it.
+func (e *Endpoint) unwatch(r *region) {
+	for i := range e.watch {
+		if e.watch[i].Load() == r {
+			e.watch[i].Store(nil)
+		}
+	}
+	for e.inCond.Load() != 0 {
+		runtime.Gosched()
+	}
 }

@@ -637,6 +637,7 @@ func (g *Group) close() {
 		if g.region.mem != nil {
 			g.region.setAbort(engine.CodeCanceled) // members still posting fail, not wait
 		}
+		g.e.unwatch(g.region)
 		g.region.close()
 		g.region = nil
 	}

@@ -119,6 +119,7 @@ type region struct {
 	ph   uint64 // my phase: the last one I arrived at
 	scan int    // local ranks below scan are known to have arrived at ph
 	srcs [][]byte
+	wph  atomic.Uint64 // ph, for the transport's wait condition (ready)
 }
 
 // NodeKey identifies this process's shared-memory domain: the boot, the
@@ -190,7 +191,26 @@ func (r *region) area(set int) []byte {
 func (r *region) arrive() {
 	r.ph++
 	r.scan = 0
+	r.wph.Store(r.ph)
 	r.arriveWord(r.me).Store(r.ph)
+}
+
+// ready reports whether every local rank has arrived at my phase or a
+// rank aborted: the wait condition's test of a watched region. It runs
+// on a goroutine sleeping in the transport's Wait, concurrently with
+// progress, so it reads only the mapping and wph (the mapping stays
+// until unwatch has seen the condition leave).
+func (r *region) ready() bool {
+	if r.aborted() != 0 {
+		return true
+	}
+	ph := r.wph.Load()
+	for i := 0; i < r.n; i++ {
+		if r.arriveWord(i).Load() < ph {
+			return false
+		}
+	}
+	return true
 }
 
 // arrived reports whether every local rank has arrived at my phase.
@@ -431,6 +451,7 @@ func (g *Group) attachArrive() bool {
 	if r.ph == 0 {
 		r.arrive()
 		fresh = true
+		g.e.rewatch() // mapped and waiting: the wait condition may read it now
 	}
 	if !r.arrived() {
 		return false

@@ -231,6 +231,7 @@ func (g *Group) shmList() {
 		if g.e.poker != nil {
 			g.e.poker.WaitPokes(1)
 		}
+		g.e.rewatch()
 	}
 }
 
@@ -297,13 +298,21 @@ func (g *Group) shmAdvance() bool {
 // pokeLocal wakes the other local ranks, which wait for this rank's
 // arrival and may sleep in Sread on their transport.
 func (g *Group) pokeLocal() {
-	if g.e.poker == nil {
-		return
-	}
 	r := g.region
-	for j, gr := range r.local {
-		if j != r.me {
-			g.e.poker.Poke(g.peers[gr])
+	switch {
+	case g.e.ringer != nil:
+		// The others' wait condition reads the arrive words: ring only
+		// those asleep (a load of their doorbell for the others).
+		for j, gr := range r.local {
+			if j != r.me {
+				g.e.ringer.RingPeer(g.peers[gr])
+			}
+		}
+	case g.e.poker != nil:
+		for j, gr := range r.local {
+			if j != r.me {
+				g.e.poker.Poke(g.peers[gr])
+			}
 		}
 	}
 }
@@ -332,8 +341,11 @@ func (e *Endpoint) shmPoll() bool {
 			}
 		}
 	}
-	clear(e.shmActive[k:])
-	e.shmActive = e.shmActive[:k]
+	if k < len(e.shmActive) {
+		clear(e.shmActive[k:])
+		e.shmActive = e.shmActive[:k]
+		e.rewatch()
+	}
 	return did
 }
 

@@ -83,6 +83,7 @@ type CQ struct {
 	sleep    sleeper // used when no transport offers a Waiter
 
 	maxSleep atomic.Int64 // SetMaxSleep's bound in nanoseconds; 0: maxSleep
+	yield    atomic.Bool  // FI_WAIT_YIELD: Sread yields the CPU instead of sleeping
 }
 
 // Serial is a domain's serialisation: a mutex taken by every call on the
@@ -335,6 +336,13 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		if cq.signaled.CompareAndSwap(true, false) {
 			return 0, CodeAgain
 		}
+		if cq.yield.Load() {
+			if timeout >= 0 && time.Now().After(deadline) {
+				return 0, CodeAgain
+			}
+			osYield()
+			continue
+		}
 		if i == 0 {
 			spins, yields = cq.spinBudget()
 		}
@@ -359,6 +367,14 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		cq.wait(d)
 	}
 }
+
+// SetYield makes Sread wait as FI_WAIT_YIELD does: it never sleeps, and
+// gives the CPU back to the OS scheduler (sched_yield) after every pass
+// that found nothing. That is what pays on a host running more processes
+// than it has CPUs, where the process waited for needs this CPU to get
+// there, and a futex wake-up costs more than the wait it ends (it is Open
+// MPI's mpi_yield_when_idle). Safe for concurrent use.
+func (cq *CQ) SetYield(on bool) { cq.yield.Store(on) }
 
 // SetMaxSleep replaces maxSleep, the bound on one sleep of Sread, for
 // tests: with a bound longer than Sread's timeout a wake-up the transport

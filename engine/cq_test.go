@@ -295,3 +295,34 @@ func TestCQ_SreadSpinsAsTheTransportSays(t *testing.T) {
 		cq.Unbind(p, w)
 	}
 }
+
+func TestCQ_YieldSreadNeverSleeps(t *testing.T) {
+	cq := NewCQ(4, NewSerial(true))
+	cq.SetYield(true)
+	p := &prog{cq: cq}
+	w := &waiter{}
+	w.s.init()
+	cq.Bind(p, w)
+	var buf [1]Entry
+	if n, c := cq.Sread(buf[:], time.Millisecond); n != 0 || c != CodeAgain {
+		t.Fatalf("Sread on an idle CQ = %d, %v; want 0, CodeAgain at the timeout", n, c)
+	}
+	go func() {
+		time.Sleep(time.Millisecond)
+		p.add(9)
+	}()
+	if n, c := cq.Sread(buf[:], 10*time.Second); n != 1 || c != 0 || buf[0].Context != 9 {
+		t.Fatalf("Sread = %d, %v, %v; want the entry pushed by the other goroutine", n, c, buf[0].Context)
+	}
+	go func() {
+		time.Sleep(time.Millisecond)
+		cq.Signal()
+	}()
+	if _, c := cq.Sread(buf[:], -1); c != CodeAgain {
+		t.Fatalf("signalled Sread returned %v, want CodeAgain", c)
+	}
+	if w.waits.Load() != 0 {
+		t.Fatalf("Sread slept on the transport's Waiter %d times; WaitYield never sleeps", w.waits.Load())
+	}
+	cq.Unbind(p, w)
+}

@@ -184,17 +184,18 @@ type Transport struct {
 	polls       uint32    // Poll calls, for the housekeeping tick
 	lastTick    time.Time // last housekeeping
 	nudgeSeen   atomic.Uint32
-	pokeWait    atomic.Int32 // WaitPokes: Wait also returns when nudged
-	busyN       atomic.Int32 // len(busy), for Wait (which may run concurrently)
-	bounces     int          // bounce buffers handed out
-	switches    int          // rings replaced (grown or shrunk), for tests
-	switchWaits int          // switch records that waited for room, for tests
-	spin        atomic.Int32 // SpinBudget
-	spinEnv     int          // GOFI_SHM_SPIN, or -1
-	envRanks    int          // local ranks a launcher announced, or 0
-	selfPeer    bool         // our own address is among peers
-	crowdedAt   time.Time    // when isCrowded was last checked
-	isCrowded   bool         // rings cannot grow (shm directory over its limit)
+	pokeWait    atomic.Int32                // WaitPokes: Wait also returns when nudged
+	waitCond    atomic.Pointer[func() bool] // SetWaitCond: Wait also returns when true
+	busyN       atomic.Int32                // len(busy), for Wait (which may run concurrently)
+	bounces     int                         // bounce buffers handed out
+	switches    int                         // rings replaced (grown or shrunk), for tests
+	switchWaits int                         // switch records that waited for room, for tests
+	spin        atomic.Int32                // SpinBudget
+	spinEnv     int                         // GOFI_SHM_SPIN, or -1
+	envRanks    int                         // local ranks a launcher announced, or 0
+	selfPeer    bool                        // our own address is among peers
+	crowdedAt   time.Time                   // when isCrowded was last checked
+	isCrowded   bool                        // rings cannot grow (shm directory over its limit)
 	bounceFree  [][]byte
 	// free lists for the rendezvous bookkeeping (no allocation per message)
 	heldFree  []*held
@@ -1483,6 +1484,40 @@ func (t *Transport) Poke(tp transport.Peer) bool {
 // any, Wait returns when this endpoint's region is nudged.
 func (t *Transport) WaitPokes(delta int) { t.pokeWait.Add(int32(delta)) }
 
+// RingPeer rings the doorbell of peer p's region (transport.Ringer): a
+// FUTEX_WAKE when p sleeps in Wait, else one load of its waiter count.
+func (t *Transport) RingPeer(tp transport.Peer) bool {
+	if int(tp) >= len(t.peers) {
+		return false
+	}
+	p := t.peers[tp]
+	if p == nil || p.dead {
+		return false
+	}
+	r := p.region
+	if r == nil {
+		if p.bell == nil {
+			b, err := OpenRegion(p.name)
+			if err != nil {
+				return false // gone
+			}
+			p.bell = b
+		}
+		r = p.bell
+	}
+	_ = Guard(func() { _ = r.bell.Ring() })
+	return true
+}
+
+// SetWaitCond sets a condition Wait also returns on (transport.Ringer).
+func (t *Transport) SetWaitCond(cond func() bool) {
+	if cond == nil {
+		t.waitCond.Store(nil)
+		return
+	}
+	t.waitCond.Store(&cond)
+}
+
 // nudge wakes the sender of p's inbound ring, which said in the ring's
 // trailer that it waits for room, now that we made some.
 func (t *Transport) nudge(p *peer) {
@@ -1854,6 +1889,9 @@ func (t *Transport) anyWork() bool {
 	}
 	if t.rmaWork() {
 		return true // a target answered a channel request
+	}
+	if c := t.waitCond.Load(); c != nil && (*c)() {
+		return true // the user's condition (RingPeer's callers)
 	}
 	for w := 0; w < t.inWords; w++ {
 		if t.bits.Peek(w) != 0 {

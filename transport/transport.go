@@ -165,3 +165,30 @@ type Poker interface {
 	// above 0, Wait returns when this endpoint is poked.
 	WaitPokes(delta int)
 }
+
+// Ringer is an optional interface of a transport whose Wait sleeps on a
+// doorbell that peers on this host can ring without a message, and can
+// also watch a condition of its user's (shm). Collectives that
+// synchronise through shared memory use it instead of Poker: the waiting
+// side's condition reads the shared flags directly, so the side that
+// publishes an arrival wakes a peer only when that peer sleeps, and
+// otherwise pays one shared load.
+//
+// The protocol has no lost wake-up: Wait announces itself as a sleeper
+// (a sequentially consistent read-modify-write of its doorbell's waiter
+// count) before it evaluates the condition, and the publisher stores its
+// flag (sequentially consistent) before RingPeer loads that count: either
+// the condition sees the flag, or RingPeer sees the sleeper.
+type Ringer interface {
+	// RingPeer wakes peer p's Wait if p sleeps in it (or is about to);
+	// without sleepers it is a load. False when p cannot be rung
+	// (unknown, gone, or not on this host). Serialised by the engine
+	// like the other methods.
+	RingPeer(p Peer) bool
+	// SetWaitCond makes Wait also return when cond reports true; nil
+	// removes it. cond runs on the goroutine in Wait, concurrently with
+	// everything else (it must be safe for that, cheap, and must not
+	// block), after Wait announced itself as a sleeper and after every
+	// wake-up.
+	SetWaitCond(cond func() bool)
+}

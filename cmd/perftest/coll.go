@@ -38,7 +38,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -130,7 +129,7 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	iters := fs.String("I", "", "timed calls per size (default 1000, 100 above 8 KiB)")
 	warm := fs.String("x", "", "warm-up calls per size (default 200, 10 above 8 KiB)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up on a collective that has not completed after this long")
-	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin, yield or sread (default spin, sread when there are more ranks than CPUs)")
+	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin (CQ.Read), sread (CQ.Sread) or yield (CQ.Sread on a CQ opened with WaitYield: sched_yield between polls) (default spin, sread when there are more ranks than CPUs)")
 	fs.BoolVar(&o.check, "check", true, "check one result of every collective and size")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
@@ -298,10 +297,13 @@ func collMain(o *collOpts, stdout, stderr io.Writer) int {
 	}
 	if o.wait == "" {
 		// More ranks than CPUs: a spinning rank holds a CPU another rank
-		// needs to arrive. Measured at 4 ranks on 2 CPUs (load 58-61):
-		// barrier p50 59 us with sread (the last rank to arrive at a
-		// shared-memory phase wakes the sleepers), 6.8 ms with yield,
-		// tens of ms with spin.
+		// needs to arrive. Measured on 2 CPUs (load 5-17, p50 barrier):
+		// sread (the last rank to arrive at a shared-memory phase wakes
+		// the sleepers) 28-55 us at 4 ranks, 120-220 us at 8; yield
+		// (WaitYield: sched_yield after every empty poll, as Open MPI's
+		// yield_when_idle) 9-15 us at 4 ranks but 0.3-1 ms in one run of
+		// three, and 2-2.8 ms at 8 (each rank made ~140 yields per
+		// barrier where Open MPI's made 2-5); spin: tens of ms.
 		o.wait = "spin"
 		if job.LocalSize() > runtime.NumCPU() {
 			o.wait = "sread"
@@ -412,8 +414,11 @@ func openCollEP(job *launch.Job, o *collOpts) (c *collEP, err error) {
 		return c, err
 	}
 	wait := fi.WaitNone
-	if o.wait == "sread" {
+	switch o.wait {
+	case "sread":
 		wait = fi.WaitUnspec
+	case "yield":
+		wait = fi.WaitYield
 	}
 	if c.fab, err = fi.OpenFabric(info.FabricAttr); err != nil {
 		return c, err
@@ -511,7 +516,7 @@ func (c *collEP) waitOne(what string) error {
 	for spins := 0; ; spins++ {
 		var n int
 		var err error
-		if c.wait == "sread" {
+		if c.wait == "sread" || c.wait == "yield" {
 			n, err = c.cq.Sread(c.ent[:1], 100*time.Millisecond)
 		} else {
 			n, err = c.cq.Read(c.ent[:1])
@@ -529,15 +534,12 @@ func (c *collEP) waitOne(what string) error {
 		case err != nil && !errors.Is(err, fi.ErrAgain):
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		if spins&1023 == 1023 || c.wait == "sread" {
+		if spins&1023 == 1023 || c.wait != "spin" {
 			if deadline.IsZero() {
 				deadline = time.Now().Add(c.tmo)
 			} else if time.Now().After(deadline) {
 				return fmt.Errorf("%s: %w: no completion in %v", what, fi.ErrTimedOut, c.tmo)
 			}
-		}
-		if c.wait == "yield" && spins&255 == 255 {
-			syscall.Syscall(syscall.SYS_SCHED_YIELD, 0, 0, 0)
 		}
 	}
 }
