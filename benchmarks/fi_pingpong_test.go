@@ -214,9 +214,10 @@ func TestFiPingPongPeer(t *testing.T) {
 // send, read both completions. It measures gofi's software cost per
 // message without the cross-core wait (count it with callgrind for a
 // figure that does not move with the machine's load). size=8B is the
-// latency path; the larger sizes exercise the copy protocols.
+// latency path, 4KiB the largest inline (eager) size fi_pingpong's
+// default run uses; the larger sizes exercise the copy protocols.
 func BenchmarkFiRoundInProcess(b *testing.B) {
-	for _, size := range []int{8, 64 << 10, 1 << 20} {
+	for _, size := range []int{8, 4 << 10, 64 << 10, 1 << 20} {
 		b.Run("size="+sizeName(size), func(b *testing.B) { fiRoundInProcess(b, size) })
 	}
 }

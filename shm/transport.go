@@ -30,20 +30,22 @@ import (
 // rings the receiver's doorbell (a system call only when the receiver
 // sleeps). The receiver's Poll visits the rings whose bits are set.
 //
-// Ring memory follows traffic. A ring starts small (MinRingSize, 4 KiB: an
-// 8 KiB file, so an idle pair costs 16 KiB of /dev/shm for both
-// directions). It is replaced by a bigger one when an eager payload does
-// not fit, when it is found full, or when a large payload streams through
-// it, up to RingSize; and by a small one again after ShrinkAfter without
-// sends. Replacing writes a recSwitch record naming the new ring segment
-// into the old ring: the receiver reads the old ring up to it, opens the
-// new segment and reads on there, so order is kept; the sender writes into
-// the new ring at once and closes the old one when the receiver has read it
-// all. A ring grows only while the shm directory stays at most a quarter
-// full (growLimit): a job that fills its tmpfs keeps small rings rather than
-// starve the peers still connecting. A payload of at most MaxEager bytes
-// that no longer fits the ring then travels by rendezvous from a copy the
-// transport keeps (a bounce buffer), so Send still completes at once.
+// Ring memory follows traffic. A ring starts small (MinRingSize, 4 KiB:
+// an 8 KiB file, so an idle pair costs 16 KiB of /dev/shm for both
+// directions).
+// It is replaced by a bigger one when fewer than eagerDepth records of an
+// eager payload's size fit, when it is found full, or when a large payload
+// streams through it, up to RingSize; and by a small one again after
+// ShrinkAfter without sends. Replacing writes a recSwitch record naming the
+// new ring segment into the old ring: the receiver reads the old ring up to
+// it, opens the new segment and reads on there, so order is kept; the sender
+// writes into the new ring at once and closes the old one when the receiver
+// has read it all. A ring grows only while the shm directory stays at most a
+// quarter full (growLimit): a job that fills its tmpfs keeps small rings
+// rather than starve the peers still connecting. A payload of at most
+// MaxEager bytes that no longer fits the ring then travels by rendezvous
+// from a copy the transport keeps (a bounce buffer), so Send still completes
+// at once.
 //
 // Protocols by size:
 //   - eager (at most MaxEager bytes): the payload rides in the record;
@@ -147,6 +149,14 @@ const (
 	growBackoff = 50 * time.Millisecond
 	// maxBounce bounds the bounce buffers (MaxEager bytes each) in flight.
 	maxBounce = 64
+	// eagerDepth: an eager message grows its ring (up to RingSize) until
+	// that many records of its size fit. The producer rereads the
+	// consumer's head, a line the consumer wrote at its last read, only
+	// when its cached copy says the next record does not fit: in a ring
+	// holding 4 records (a 4 KiB message's 16 KiB ring) that was 2 sends
+	// in 3 even in a ping-pong, each paying a transfer of that line
+	// between the CPUs before publishing; with 8, one send in 7.
+	eagerDepth = 8
 	// preRendezvous: rendezvous messages (each way) a peer's tables and
 	// the transport's free lists hold before they first allocate (a map
 	// made for at most 8 entries allocates at its first insert).
@@ -689,6 +699,8 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 		if !t.grow(p, msgHdrLen+n) {
 			return t.sendBounce(p, hdr, iov, op)
 		}
+	} else if eagerDepth*(msgHdrLen+n+2*ring.RecordHeader) > p.out.Cap() && p.out.Cap() < t.cfg.RingSize {
+		t.grow(p, msgHdrLen+n) // fits, but too few such records do: see eagerDepth
 	}
 	b, err := p.out.Reserve(msgHdrLen + n)
 	if err != nil {
@@ -797,16 +809,20 @@ func (t *Transport) sendDone(s transport.Sink, h *held, c transport.Code) {
 }
 
 // grow replaces p's ring by a bigger one: one that takes an eager record
-// of need bytes, or, with need 0, twice the current capacity; at most
-// RingSize. It reports whether p.out is now such a ring. It declines while
-// a replacement is under way, after a failed attempt (for growBackoff),
-// and when the shm directory would be more than 1/growLimit full.
+// of need bytes, eagerDepth of them if RingSize allows, or, with need 0,
+// twice the current capacity; at most RingSize. It reports whether p.out
+// now takes such a record. It declines while a replacement is under way,
+// after a failed attempt (for growBackoff), and when the shm directory
+// would be more than 1/growLimit full.
 func (t *Transport) grow(p *peer, need int) bool {
 	c := 2 * p.out.Cap()
 	if need > 0 {
 		c = p.out.Cap()
-		for c < t.cfg.RingSize && ring.MaxPayloadFor(c) < need {
+		for c < t.cfg.RingSize && (ring.MaxPayloadFor(c) < need || c < eagerDepth*(need+2*ring.RecordHeader)) {
 			c *= 2
+		}
+		if c == p.out.Cap() {
+			return ring.MaxPayloadFor(c) >= need
 		}
 		if ring.MaxPayloadFor(c) < need {
 			return false

@@ -466,3 +466,20 @@ func TestTransport_AnswerWaitsForAFullConnectionQueue(t *testing.T) {
 		t.Fatalf("after the queue freed: errors %v %v", p.sa.errs, p.sb.errs)
 	}
 }
+
+// An eager message grows its ring until eagerDepth records of its size
+// fit (so the sender rarely rereads the receiver's head); small messages
+// leave the smallest ring alone.
+func TestTransport_EagerRingHoldsEagerDepthRecords(t *testing.T) {
+	p := newTPair(t, TransportConfig{})
+	p.send(transport.KindMsg, make([]byte, 64))
+	if c := p.a.peers[p.ab].out.Cap(); c != DefaultMinRingSize {
+		t.Fatalf("a 64 B message grew the ring to %d", c)
+	}
+	p.send(transport.KindMsg, make([]byte, 4096))
+	want := eagerDepth * (msgHdrLen + 4096 + 16)
+	if c := p.a.peers[p.ab].out.Cap(); c < want {
+		t.Fatalf("after a 4 KiB message the ring holds %d bytes, want at least %d", c, want)
+	}
+	p.until("both messages", func() bool { return p.sb.n == 2 })
+}
