@@ -398,6 +398,7 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 	for r := 0; r < 16; r++ {
 		var n int
 		var err error
+		drained := false
 		switch {
 		case owner && len(tc.pre) == 0 && tc.dec.dataLeft() > 0 && tc.cur != nil && tc.cur.push:
 			tc.reservePre(ownRead)
@@ -413,12 +414,15 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 				tc.pre = tc.pre[:n]
 			}
 		default:
-			n, err = tc.spinRead()
+			n, drained, err = tc.spinRead()
 		}
 		switch {
 		case n > 0:
 			got = true
-			if !decode(tc) {
+			if !decode(tc) || drained {
+				// drained: the read emptied the socket; the next poll
+				// (or pass, or OnTraffic) reads what comes later. This
+				// saves an EAGAIN read per small message on each side.
 				return got
 			}
 			continue

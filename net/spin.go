@@ -208,12 +208,16 @@ func (tc *tconn) loopFail(err error) {
 	_ = tc.gc.Close()
 }
 
-// spinRead reads tc once into pre (non-blocking) for the loop.
-func (tc *tconn) spinRead() (int, error) {
+// spinRead reads tc once into pre (non-blocking). drained reports a
+// read shorter than the room offered: the socket's receive queue was
+// empty when it returned (tcp_recvmsg stops early only then), so reading
+// again at once would only return EAGAIN.
+func (tc *tconn) spinRead() (n int, drained bool, err error) {
 	tc.reservePre(ownRead)
-	n, err := unix.Read(tc.fd, tc.pre[len(tc.pre):cap(tc.pre)])
+	room := cap(tc.pre) - len(tc.pre)
+	n, err = unix.Read(tc.fd, tc.pre[len(tc.pre):cap(tc.pre)])
 	if n > 0 {
 		tc.pre = tc.pre[:len(tc.pre)+n]
 	}
-	return n, err
+	return n, n > 0 && n < room, err
 }

@@ -18,8 +18,11 @@
 # prints its placement (perftest place: near/far cache-line round trip)
 # and the load; the summary gives medians over rounds and the ratios
 # gofi/libfabric and gofi-spin/libfabric (latency: < 1 gofi faster;
-# bandwidth: > 1 gofi faster). The machine is shared: only same-run ratios
-# mean anything.
+# bandwidth: > 1 gofi faster). On tcp, sizes from 64 KiB also get a Go
+# net baseline (perftest bw -p net: the same window of messages streamed
+# over TCP loopback to a peer process) and the ratio gofi/Go net of
+# write bandwidth (> 1 gofi faster). The machine is shared: only same-run
+# ratios mean anything.
 set -eu
 ROUNDS=${ROUNDS:-5}
 PROVS=${PROVS:-shm tcp}
@@ -49,12 +52,22 @@ for r in $(seq 1 "$ROUNDS"); do
 		"$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
 		"$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" -target-spin | grep -v '^#' | sed "s/^/gofi-spin $p $place /" | tee -a "$out"
 		timeout 600 "$tmp/fi_rma_bench" -p "$lp" -s "$SIZES" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
+		if [ "$p" = tcp ]; then
+			# Go's net over TCP loopback, the same window of messages of
+			# each large size streamed to a peer process (perftest bw -p
+			# net): the baseline of tcp write bandwidth.
+			for s in $(echo "$SIZES" | tr , ' '); do
+				[ "$s" -ge 65536 ] || continue
+				"$tmp/perftest" bw -p net -S "$s" -W "$W" -I $((W * 32)) 2>/dev/null | awk -v s="$s" '$1 !~ /^#/ && $1 != "bytes" {print "write-bw", s, $3}' |
+					sed "s/^/gonet $p $place /" | tee -a "$out"
+			done
+		fi
 	done
 done
 echo
 echo "# medians over rounds (latency: median µs; bandwidth: MB/s), ratios to libfabric"
 echo "# gofi: the target makes no gofi call; gofi-spin: it polls its CQ, as libfabric's must"
-printf "%-5s %-6s %-10s %9s %10s %10s %10s %7s %7s\n" prov place test size gofi gofi-spin libfabric ratio spin-r
+printf "%-5s %-6s %-10s %9s %10s %10s %10s %7s %7s %9s %7s\n" prov place test size gofi gofi-spin libfabric ratio spin-r go-net net-r
 med() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
 for p in $PROVS; do
 	for place in near far; do
@@ -64,9 +77,11 @@ for p in $PROVS; do
 				g=$(sel gofi)
 				sp=$(sel gofi-spin)
 				l=$(sel libfabric)
+				n=$(sel gonet)
 				[ -z "$g" ] || [ -z "$l" ] && continue
-				printf "%-5s %-6s %-10s %9s %10s %10s %10s %7.2f %7.2f\n" "$p" "$place" "$test" "$s" "$g" "${sp:-?}" "$l" \
-					"$(awk -v g="$g" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')" "$(awk -v g="${sp:-0}" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')"
+				printf "%-5s %-6s %-10s %9s %10s %10s %10s %7.2f %7.2f %9s %7s\n" "$p" "$place" "$test" "$s" "$g" "${sp:-?}" "$l" \
+					"$(awk -v g="$g" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')" "$(awk -v g="${sp:-0}" -v l="$l" 'BEGIN {print (l > 0 ? g/l : 0)}')" \
+					"${n:--}" "$(awk -v g="$g" -v n="${n:-0}" 'BEGIN {if (n > 0) printf "%.2f", g/n; else print "-"}')"
 			done
 		done
 	done
