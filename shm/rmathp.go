@@ -47,17 +47,21 @@ func HugeMin() int {
 
 // parseHugeMin reads HugeMinEnv's value: "" or a bad size -> the default,
 // "off" or "0" -> 0.
-func parseHugeMin(v string) int {
+func parseHugeMin(v string) int { return parseHugeSize(v, hugeMinDefault) }
+
+// parseHugeSize reads a huge-page threshold: "" or a bad size -> def,
+// "off" or "0" -> 0.
+func parseHugeSize(v string, def int) int {
 	v = strings.TrimSpace(v)
 	switch {
 	case v == "":
-		return hugeMinDefault
+		return def
 	case strings.EqualFold(v, "off") || v == "0":
 		return 0
 	}
 	n, err := parseSize(v)
 	if err != nil {
-		return hugeMinDefault
+		return def
 	}
 	return n
 }

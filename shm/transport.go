@@ -181,6 +181,8 @@ type Transport struct {
 	// recent cost of rendezvous fetches by size class and method, for
 	// pickCMA
 	fetchCost [fetchClasses]fetchCost
+	hugeMin   int      // MsgHugeMin at creation
+	huge      hugeSeen // send buffers' blocks backed by huge pages
 
 	peers   []*peer
 	byName  map[string]transport.Peer
@@ -397,6 +399,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		if t.cmaMin <= 0 {
 			t.cmaMin = math.MaxInt
 		}
+	}
+	if t.cma {
+		t.hugeMin = MsgHugeMin()
 	}
 	return t, nil
 }
@@ -761,6 +766,13 @@ func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op tra
 	if bounce != nil {
 		h.bounce, h.one[0] = bounce, bounce
 		iov = h.one[:]
+	}
+	if t.hugeMin > 0 && bounce == nil && int(hdr.Len) >= t.hugeMin {
+		for _, v := range iov {
+			if len(v) >= t.hugeMin {
+				t.sendHuge(v)
+			}
+		}
 	}
 	size := rtsFixed + 16*len(iov)
 	b, err := p.out.Reserve(size)

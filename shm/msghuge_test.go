@@ -1,0 +1,106 @@
+package shm
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/gofi-dev/fi/transport"
+	"golang.org/x/sys/unix"
+)
+
+func TestParseMsgHugeMin(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{{"", msgHugeMinDefault}, {"off", 0}, {"0", 0}, {"1m", 1 << 20}, {"64k", 64 << 10}, {"x", msgHugeMinDefault}} {
+		if got := parseHugeSize(c.in, msgHugeMinDefault); got != c.want {
+			t.Errorf("parseHugeSize(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+// A rendezvous send of at least MsgHugeMin bytes advises its buffer's
+// 2 MiB blocks once; the payload arrives intact by single copy, and the
+// same buffer sent again (or a smaller one) advises nothing more.
+func TestSendHuge_AdvisesOnceAndKeepsPayload(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{CMAMin: 1})
+	if !p.a.CMA() || p.a.hugeMin == 0 {
+		t.Skip("single copy or huge-page hints off here")
+	}
+	size := p.a.hugeMin + 12345
+	msg := seqMsg(7, size)
+	want := bytes.Clone(msg)
+	p.send(transport.KindMsg, msg)
+	p.until("the first message", func() bool { return p.sb.n == 1 })
+	if !bytes.Equal(p.sb.got[0], want) || !bytes.Equal(msg, want) {
+		t.Fatal("payload changed")
+	}
+	blk := uintptr(unsafe.Pointer(&msg[0])) &^ (hugeSize - 1)
+	if !p.a.huge.has(blk) {
+		t.Fatal("the send buffer's block was not advised")
+	}
+	n := p.a.huge.advised
+	if n < 1 || n > 2 {
+		t.Fatalf("%d blocks advised for %d bytes", n, size)
+	}
+	p.send(transport.KindMsg, msg)
+	p.send(transport.KindMsg, seqMsg(8, p.a.hugeMin/2))
+	p.until("two more messages", func() bool { return p.sb.n == 3 })
+	if !bytes.Equal(p.sb.got[1], want) {
+		t.Fatal("payload changed on the second send")
+	}
+	if p.a.huge.advised != n {
+		t.Fatalf("advised %d blocks after resending, want %d", p.a.huge.advised, n)
+	}
+	if len(p.sa.errs)+len(p.sb.errs) > 0 {
+		t.Fatal(p.sa.errs, p.sb.errs)
+	}
+}
+
+// BenchmarkReadPeerHuge: one process_vm_readv (a rendezvous single copy)
+// from a source in 4 KiB pages and from one sendHuge backed with huge
+// pages, at 256 KiB and 1 MiB (this process is its own peer: the kernel
+// pins the source's pages either way).
+func BenchmarkReadPeerHuge(b *testing.B) {
+	for _, size := range []int{256 << 10, 1 << 20} {
+		for _, huge := range []bool{false, true} {
+			name := map[bool]string{false: "4k", true: "huge"}[huge]
+			b.Run(fmt.Sprintf("size=%dk/%s", size>>10, name), func(b *testing.B) {
+				mem, err := unix.Mmap(-1, 0, 2*hugeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+				if err != nil {
+					b.Skip(err)
+				}
+				defer unix.Munmap(mem)
+				base := uintptr(unsafe.Pointer(&mem[0]))
+				off := int((base+hugeSize-1)&^(hugeSize-1) - base)
+				src := mem[off : off+size]
+				if !huge {
+					_ = unix.Madvise(mem, unix.MADV_NOHUGEPAGE)
+				}
+				for i := range src {
+					src[i] = byte(i)
+				}
+				if huge {
+					var tr Transport
+					tr.sendHuge(src)
+					if tr.huge.advised == 0 {
+						b.Skip("no huge page")
+					}
+				}
+				dst := make([]byte, size)
+				b.SetBytes(int64(size))
+				b.ReportAllocs()
+				pid := os.Getpid()
+				for b.Loop() {
+					if _, err := ReadPeer(pid, dst, uintptr(unsafe.Pointer(&src[0]))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
