@@ -384,6 +384,11 @@ func (e *Endpoint) CollProgress() bool {
 	return did
 }
 
+// CollShmWait reports whether a shared-memory step waits (and nothing
+// waits for room in the transport): progress may look at the regions
+// alone on most passes (engine.CollSink).
+func (e *Endpoint) CollShmWait() bool { return len(e.shmActive) > 0 && len(e.blocked) == 0 }
+
 // unblock sends the aborts and retries the sends that waited for room.
 func (e *Endpoint) unblock() bool {
 	if len(e.blocked) == 0 {

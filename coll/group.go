@@ -676,7 +676,7 @@ func (g *Group) watch(now time.Time) {
 			if r.local[j] == g.rank {
 				continue
 			}
-			if (r.mem == nil && j == 0) || (r.mem != nil && r.ph > 0 && r.arriveWord(j).Load() < r.ph) {
+			if (r.mem == nil && j == 0) || (r.mem != nil && r.ph > 0 && r.arriveWord(j, r.ph).Load() < r.ph) {
 				g.ping(r.local[j])
 			}
 		}

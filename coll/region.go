@@ -20,8 +20,12 @@ import (
 //	[0, 4096)          header: magic, version, local ranks, slot size,
 //	                   group id, membership hash, nonce; the abort word
 //	                   on a line of its own at 128
-//	[4096, ...)        one 128-byte control line per local rank: its
-//	                   arrive counter (+0) and two check words (+8, +16)
+//	[4096, ...)        128 bytes of control per local rank: one cache
+//	                   line per phase parity s (at +64s), holding the
+//	                   rank's arrive counter for the phases of that parity
+//	                   (+0), its check word (+8) and inline data (+16, 48
+//	                   bytes: small reductions travel in the line that
+//	                   signals them, one cache-line transfer per rank)
 //	data (page aligned) two buffer sets, used by phase parity; each holds
 //	                   n+1 slots of slot bytes (slot i: local rank i's,
 //	                   slot n: results)
@@ -32,9 +36,11 @@ import (
 
 const (
 	regionMagic   = 0x3167726f63696667 // "gficorg1"
-	regionVersion = 1
+	regionVersion = 2
 	regionHdr     = 4096
 	ctrlLine      = 128 // two cache lines: no false sharing with the adjacent-line prefetcher
+	inlineOff     = 16
+	inlineMax     = 64 - inlineOff // bytes of inline data per rank and parity
 
 	hMagic   = 0
 	hVersion = 8
@@ -168,10 +174,22 @@ func (r *region) u32(off int) *atomic.Uint32 {
 	return (*atomic.Uint32)(unsafe.Pointer(&r.mem[off]))
 }
 
-func (r *region) arriveWord(i int) *atomic.Uint64 { return r.u64(regionHdr + i*ctrlLine) }
+// arriveWord returns local rank i's arrive counter for the phases of ph's
+// parity: it holds ph once i arrived at ph (a rank is never more than one
+// phase ahead of another, so the word of the other parity is enough for
+// the phase before or after).
+func (r *region) arriveWord(i int, ph uint64) *atomic.Uint64 {
+	return r.u64(regionHdr + i*ctrlLine + int(ph&1)*64)
+}
 
 func (r *region) checkWord(i, set int) *atomic.Uint64 {
-	return r.u64(regionHdr + i*ctrlLine + 8 + 8*set)
+	return r.u64(regionHdr + i*ctrlLine + set*64 + 8)
+}
+
+// inline returns local rank i's inline data for buffer set.
+func (r *region) inline(i, set int) []byte {
+	off := regionHdr + i*ctrlLine + set*64 + inlineOff
+	return r.mem[off : off+inlineMax : off+inlineMax]
 }
 
 // slotBuf returns slot j of buffer set.
@@ -192,7 +210,7 @@ func (r *region) arrive() {
 	r.ph++
 	r.scan = 0
 	r.wph.Store(r.ph)
-	r.arriveWord(r.me).Store(r.ph)
+	r.arriveWord(r.me, r.ph).Store(r.ph)
 }
 
 // ready reports whether every local rank has arrived at my phase or a
@@ -206,7 +224,7 @@ func (r *region) ready() bool {
 	}
 	ph := r.wph.Load()
 	for i := 0; i < r.n; i++ {
-		if r.arriveWord(i).Load() < ph {
+		if r.arriveWord(i, ph).Load() < ph {
 			return false
 		}
 	}
@@ -216,7 +234,7 @@ func (r *region) ready() bool {
 // arrived reports whether every local rank has arrived at my phase.
 func (r *region) arrived() bool {
 	for r.scan < r.n {
-		if r.arriveWord(r.scan).Load() < r.ph {
+		if r.arriveWord(r.scan, r.ph).Load() < r.ph {
 			return false
 		}
 		r.scan++

@@ -36,7 +36,9 @@ import (
 //   - allgather, gather, alltoall: every rank writes its chunk (block j of
 //     alltoall in part j of the slot), the readers copy.
 //   - allreduce and reduce of at most ShmFoldMax bytes: one phase; every
-//     rank (reduce: the root) folds all n slots itself.
+//     rank (reduce: the root) folds all n slots itself. Up to 48 bytes
+//     the operands travel in the ranks' control lines instead of slots,
+//     in the cache line that says they arrived.
 //   - larger allreduce and reduce: per chunk of S bytes, rank i folds slice
 //     i of the chunk across the n slots into the result slot (parallel
 //     slices), and in the next phase every rank (reduce: the root) copies
@@ -119,6 +121,7 @@ type shmRun struct {
 	wide    bool       // FLOAT16 / BFLOAT16 reduced in float32
 	chunk   int        // elements (reductions) or bytes (moves) per phase
 	fold    bool       // allreduce/reduce folded whole in one phase
+	inl     bool       // and small enough to travel inline (region.inline)
 	acc     []byte     // wide results before narrowing
 }
 
@@ -206,6 +209,7 @@ func (g *Group) shmPlan() {
 		s.chunk = S / s.wes
 		if st.count*s.wes <= min(ShmFoldMax, S) {
 			s.fold, s.K = true, 1
+			s.inl = st.count*s.wes <= inlineMax
 		} else {
 			s.K = ceilDiv(st.count, s.chunk) + 1
 		}
@@ -411,7 +415,11 @@ func (g *Group) shmPre() {
 		}
 	case shmAllreduce, shmReduce:
 		if s.fold {
-			s.load(r.slotBuf(set, me), st.in[:st.count*s.es])
+			dst := r.slotBuf(set, me)
+			if s.inl {
+				dst = r.inline(me, set)
+			}
+			s.load(dst, st.in[:st.count*s.es])
 			return
 		}
 		lo, hi := span(s.k, s.chunk, st.count)
@@ -530,7 +538,11 @@ func (g *Group) foldSlots(dst []byte, set, lo, hi int) { g.foldSlotsOwn(dst, set
 func (g *Group) foldSlotsOwn(dst []byte, set, lo, hi int, own []byte) {
 	r := g.region
 	for j := 0; j < r.n; j++ {
-		r.srcs[j] = r.slotBuf(set, j)[lo:hi]
+		if g.sh.inl {
+			r.srcs[j] = r.inline(j, set)[lo:hi]
+		} else {
+			r.srcs[j] = r.slotBuf(set, j)[lo:hi]
+		}
 	}
 	if own != nil {
 		r.srcs[r.me] = own

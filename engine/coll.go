@@ -35,6 +35,10 @@ type CollSink interface {
 	// collectives, retries of sends that met a full transport); it
 	// reports whether it did any.
 	CollProgress() bool
+	// CollShmWait reports whether an operation waits on shared memory
+	// (its peers' flags), where CollProgress alone can advance it: the
+	// endpoint then polls its transport on one pass in eight only.
+	CollShmWait() bool
 	// CollClose fails whatever is in flight: the endpoint is closing.
 	CollClose()
 }

@@ -471,6 +471,9 @@ func collInfo(prov string) (*fi.Info, error) {
 	hints.Caps = fi.Msg | fi.Collective
 	hints.EpAttr.Type = fi.EpRDM
 	hints.FabricAttr.ProvName = prov
+	// One goroutine per rank calls the library, as an MPI process that
+	// asked for MPI_THREAD_SINGLE: the domain needs no lock.
+	hints.DomainAttr.Threading = fi.ThreadDomain
 	infos, err := fi.GetInfo(fi.Version(fi.MajorVersion, fi.MinorVersion), "", "", 0, hints)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s with collectives: %w", errProvider, prov, err)
