@@ -92,7 +92,7 @@ func fiWindowed(b *testing.B, size, window int) {
 	acked := false
 	poll := func(i int) {
 		k, err := n.cq.Read(e[:])
-		if err != nil && !errors.Is(err, fi.ErrAgain) {
+		if err != nil && !isAgain(err) {
 			if errors.Is(err, fi.ErrAvail) {
 				ee, _ := n.cq.ReadErr()
 				b.Fatalf("error completion: %v", ee.Err)
@@ -249,7 +249,7 @@ func TestStreamPeer(t *testing.T) {
 	var e [16]fi.CQEntry
 	for i := 0; ; i++ {
 		k, err := n.cq.Read(e[:])
-		if err != nil && !errors.Is(err, fi.ErrAgain) {
+		if err != nil && !isAgain(err) {
 			t.Fatal(err)
 		}
 		for _, c := range e[:k] {
