@@ -356,8 +356,19 @@ func (d *decoder) dataLeft() uint64 {
 	return 0
 }
 
-// tookData accounts n DATA payload bytes the handler took from the stream
-// itself (n <= dataLeft()); the next run ends the frame when none are left.
+// rmaLeft is the number of RMA write payload bytes the decoder still
+// expects in chunks (0 outside such a payload, and for atomics, whose
+// operands are passed whole).
+func (d *decoder) rmaLeft() uint64 {
+	if d.have && d.f.op == opRMA && d.rmaBody && !d.rmaWhole {
+		return d.left
+	}
+	return 0
+}
+
+// tookData accounts n DATA (or RMA write) payload bytes the handler took
+// from the stream itself (n <= dataLeft() or rmaLeft()); the next run ends
+// the frame when none are left.
 func (d *decoder) tookData(n uint64) { d.left -= n }
 
 func readFull(src inbound, p []byte) error {

@@ -403,6 +403,12 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 		case owner && len(tc.pre) == 0 && tc.dec.dataLeft() > 0 && tc.cur != nil && tc.cur.push:
 			tc.reservePre(ownRead)
 			n, err = tc.readDirect()
+		case len(tc.pre) == 0 && tc.dec.rmaLeft() > 0:
+			// Inside an RMA write's payload: straight into the region.
+			var ok bool
+			if n, ok, err = tc.readRMADirect(); !ok {
+				n, drained, err = tc.spinRead()
+			}
 		case owner && tc.lastPush && len(tc.pre) == 0 && !tc.dec.have:
 			// After a push the next frame is likely one too: read its
 			// header alone, so that its payload can go straight into the

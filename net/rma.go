@@ -393,6 +393,56 @@ func (tc *tconn) rmaChunk(src inbound, n int) error {
 	return nil
 }
 
+// readRMADirect reads the next bytes of the RMA write payload the
+// decoder is inside straight from the socket into the target region (at
+// most directChunk, within one range), and what follows it into pre (only
+// the next header when the payload ends in this read), holding the
+// region for the one non-blocking readv. ok false: the request is being
+// refused or its range is gone; the caller reads into pre instead and
+// rmaChunk discards. Called with pre empty, by the goroutine decoding tc.
+//
+// Through pre, every byte of a large write was copied twice (socket to
+// pre, pre to region); Go's net reads into the caller's buffer once.
+// Measured (perftest rma -p tcp -s 1m -w 16, idle target, load 9, 5
+// alternated rounds, medians): write bandwidth 1831 MB/s direct against
+// 1504 through pre (Go net's perftest bw, same window: 2104).
+func (tc *tconn) readRMADirect() (n int, ok bool, err error) {
+	st := tc.rx
+	x := tc.t.rmaTarget.Load()
+	if st == nil || x == nil || st.code != rma.OK || st.req.Kind != rma.KindWrite {
+		return 0, false, nil
+	}
+	i, off, found := st.req.Locate(st.pos)
+	if !found {
+		return 0, false, nil
+	}
+	left := tc.dec.rmaLeft()
+	v := &st.req.IOV[i]
+	k := min(left, v.Len-off, uint64(directChunk))
+	h, roff, c := x.Table.Access(v.Key, v.Addr+off, k, rma.AccessRemoteWrite)
+	if c != rma.OK {
+		return 0, false, nil
+	}
+	tc.reservePre(ownRead)
+	tail := tc.pre[len(tc.pre):cap(tc.pre)]
+	if k == left {
+		tail = tail[:hdrSize]
+	}
+	iov := tc.riov[:0]
+	iov = append(iov, iovec(h.Mem[roff:roff+k]), iovec(tail))
+	n, err = readv(tc.fd, iov)
+	clear(tc.riov[:2])
+	h.Release()
+	if n <= 0 {
+		return n, true, err
+	}
+	d := min(uint64(n), k)
+	tc.pre = tc.pre[:len(tc.pre)+n-int(d)]
+	st.pos += d
+	tc.dec.tookData(d)
+	return n, true, nil
+}
+
 func (tc *tconn) discardN(src inbound, n int) error {
 	for n > 0 {
 		k := min(n, len(tc.discard))

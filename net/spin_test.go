@@ -145,3 +145,86 @@ func TestSpin_IdleTargetServesOneSided(t *testing.T) {
 		})
 	}
 }
+
+// Large writes to an idle target, whose loop (spinning or not) reads their
+// payloads from the socket straight into the region (readRMADirect): three
+// ranges at odd offsets, the bytes read back, and the guard bytes around
+// the ranges untouched; a write to a key that does not exist is refused
+// and the connection goes on.
+func TestSpin_LargeWriteDirect(t *testing.T) {
+	for _, spin := range []bool{true, false} {
+		name := map[bool]string{true: "spin", false: "nospin"}[spin]
+		t.Run(name, func(t *testing.T) {
+			cfg := Config{}
+			if !spin {
+				cfg.SpinMax = -1
+			}
+			a := listen(t, Config{})
+			b := listen(t, cfg)
+			size, _ := rma.Size(4, 4)
+			tab, err := rma.NewTable(make([]byte, size), 4, 4, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const regLen = 3 << 20
+			mem := make([]byte, regLen)
+			for i := range mem {
+				mem[i] = 0xee
+			}
+			if _, _, err := tab.Register(rma.Region{Mem: mem, Key: 9, Access: rma.AccessRemoteRead | rma.AccessRemoteWrite}, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ServeRMA(&rma.Target{Table: tab}); err != nil {
+				t.Fatal(err)
+			}
+			as := newSink()
+			p, _ := a.Resolve(b.Name())
+			op := transport.Op(0)
+			run := func(req *transport.RMAReq) transport.Code {
+				t.Helper()
+				op++
+				done, c := a.RMA(p, req, op)
+				if c != transport.OK || done {
+					return c
+				}
+				pollUntil(t, "RMA completion", func() bool { _, ok := as.sendDone[op]; return ok }, a, as)
+				return as.sendDone[op]
+			}
+			src := make([]byte, 1<<20+333)
+			for round := range 3 {
+				for i := range src {
+					src[i] = byte(i*7 + round)
+				}
+				remote := []transport.RMAIOV{{Addr: 5, Len: 300 << 10, Key: 9}, {Addr: 1<<20 + 1, Len: 1, Key: 9}, {Addr: 2 << 20, Len: uint64(len(src)) - 300<<10 - 1, Key: 9}}
+				if c := run(&transport.RMAReq{Kind: transport.RMAWrite, Local: [][]byte{src[:1000], src[1000:]}, Remote: remote}); c != transport.OK {
+					t.Fatalf("round %d: write: code %d", round, c)
+				}
+				if c := run(&transport.RMAReq{Kind: transport.RMAWrite, Local: [][]byte{src[:4096]}, Remote: []transport.RMAIOV{{Addr: 0, Len: 4096, Key: 77}}}); c == transport.OK {
+					t.Fatalf("round %d: write to an unknown key succeeded", round)
+				}
+				got := make([]byte, len(src))
+				if c := run(&transport.RMAReq{Kind: transport.RMARead, Local: [][]byte{got}, Remote: remote}); c != transport.OK {
+					t.Fatalf("round %d: read: code %d", round, c)
+				}
+				for i := range src {
+					if got[i] != src[i] {
+						t.Fatalf("round %d: byte %d read back %#x, wrote %#x", round, i, got[i], src[i])
+					}
+				}
+				inRange := func(i uint64) bool {
+					for _, v := range remote {
+						if i >= v.Addr && i < v.Addr+v.Len {
+							return true
+						}
+					}
+					return false
+				}
+				for i := range mem {
+					if !inRange(uint64(i)) && mem[i] != 0xee {
+						t.Fatalf("round %d: guard byte %d changed to %#x", round, i, mem[i])
+					}
+				}
+			}
+		})
+	}
+}
