@@ -5,12 +5,20 @@
 # rank counts and sizes, in alternating rounds (the order rotates every
 # round), then the medians over rounds and the ratios.
 #
-# gofi and MPICH run under the same launcher, mpiexec.hydra. Open MPI's
-# processes cannot use Hydra (each starts as a singleton MPI_COMM_WORLD of
-# one), so Open MPI runs under its own mpirun (/usr/bin/mpiexec
-# --oversubscribe), gofi cannot use that one (PMIx).
+# MPICH runs under its launcher, mpiexec.hydra. Open MPI's processes
+# cannot use Hydra (each starts as a singleton MPI_COMM_WORLD of one), so
+# Open MPI runs under its own mpirun (/usr/bin/mpiexec --oversubscribe);
+# gofi cannot use that one (PMIx). gofi's ranks are started by perftest
+# itself (-L self, the default) or by mpiexec.hydra (-L hydra). The
+# difference matters with more ranks than CPUs: Hydra makes every rank
+# the leader of a session of its own, so with the kernel's autogroups
+# each rank is a scheduling group of one and sched_yield gives its CPU to
+# nobody; Open MPI's mpirun and perftest keep the ranks in the caller's
+# session, where a waiting rank's yield lets the others run (perftest
+# coll then waits with yield, Open MPI yields when idle; under Hydra
+# perftest sleeps in Sread instead).
 #
-# usage: benchmarks/coll.sh [-n "2 4 8"] [-R rounds] [-c colls] [-S sizes] [-I iters] [-x warmup] [-B bigsize] [-k dir] [-p dir]
+# usage: benchmarks/coll.sh [-n "2 4 8"] [-R rounds] [-c colls] [-S sizes] [-I iters] [-x warmup] [-B bigsize] [-L self|hydra] [-k dir] [-p dir]
 #
 #   -n     rank counts (default "2 4 8")
 #   -R     rounds per rank count (default 3)
@@ -20,6 +28,8 @@
 #   -I/-x  timed and warm-up calls per size (default 200 and 20)
 #   -B     one more allreduce size, run on its own with 20 calls (default
 #          16m; "" for none): its bandwidth is size / latency
+#   -L     how gofi's ranks start: self (perftest coll -n N, default) or
+#          hydra (mpiexec.hydra -n N perftest coll)
 #   -k     keep the raw outputs in dir
 #   -p     write the medians as perftest -json reports (gofi.N.json,
 #          mpich.N.json, openmpi.N.json) and draw them with perftest plot
@@ -42,7 +52,8 @@ warm=20
 big=16m
 keep=
 plots=
-while getopts "n:R:c:S:I:x:B:k:p:" o; do
+launcher=self
+while getopts "n:R:c:S:I:x:B:L:k:p:" o; do
 	case $o in
 	n) ns=$OPTARG ;;
 	R) rounds=$OPTARG ;;
@@ -51,6 +62,7 @@ while getopts "n:R:c:S:I:x:B:k:p:" o; do
 	I) iters=$OPTARG ;;
 	x) warm=$OPTARG ;;
 	B) big=$OPTARG ;;
+	L) launcher=$OPTARG ;;
 	k) keep=$OPTARG ;;
 	p) plots=$OPTARG ;;
 	*) sed -n '2,/^set -euo/p' "$0" | grep '^#' | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
@@ -73,8 +85,17 @@ run() {
 	local tool=$1 n=$2 out
 	shift 2
 	echo "# $(date -u +%T) $tool -n $n $*: load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+	if [ "$tool" != gofi ]; then # gofi's table prints its own
+		"$tmp/perftest" place 2>&1 | head -1 >&2 || true
+	fi
 	case $tool in
-	gofi) out=$(mpiexec.hydra -n "$n" "$tmp/perftest" coll "$@") ;;
+	gofi)
+		if [ "$launcher" = hydra ]; then
+			out=$(mpiexec.hydra -n "$n" "$tmp/perftest" coll "$@")
+		else
+			out=$("$tmp/perftest" coll -n "$n" "$@")
+		fi
+		;;
 	mpich) out=$(mpiexec.hydra -n "$n" "$tmp/coll-mpich" "$@") ;;
 	openmpi) out=$(mpiexec --oversubscribe -n "$n" "$tmp/coll-openmpi" "$@") ;;
 	esac

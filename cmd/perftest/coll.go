@@ -44,6 +44,7 @@ import (
 	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/dtype/kernel"
 	"github.com/gofi-dev/fi/launch"
+	"golang.org/x/sys/unix"
 )
 
 // collNames are the collectives perftest coll measures, in table order.
@@ -129,7 +130,7 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	iters := fs.String("I", "", "timed calls per size (default 1000, 100 above 8 KiB)")
 	warm := fs.String("x", "", "warm-up calls per size (default 200, 10 above 8 KiB)")
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up on a collective that has not completed after this long")
-	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin (CQ.Read), sread (CQ.Sread) or yield (CQ.Sread on a CQ opened with WaitYield: sched_yield between polls) (default spin, sread when there are more ranks than CPUs)")
+	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin (CQ.Read), sread (CQ.Sread) or yield (CQ.Sread on a CQ opened with WaitYield: sched_yield between polls) (default spin; with more ranks than CPUs yield, or sread when the rank leads its own session, as under Hydra)")
 	fs.BoolVar(&o.check, "check", true, "check one result of every collective and size")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
@@ -297,16 +298,25 @@ func collMain(o *collOpts, stdout, stderr io.Writer) int {
 	}
 	if o.wait == "" {
 		// More ranks than CPUs: a spinning rank holds a CPU another rank
-		// needs to arrive. Measured on 2 CPUs (load 5-17, p50 barrier):
-		// sread (the last rank to arrive at a shared-memory phase wakes
-		// the sleepers) 28-55 us at 4 ranks, 120-220 us at 8; yield
-		// (WaitYield: sched_yield after every empty poll, as Open MPI's
-		// yield_when_idle) 9-15 us at 4 ranks but 0.3-1 ms in one run of
-		// three, and 2-2.8 ms at 8 (each rank made ~140 yields per
-		// barrier where Open MPI's made 2-5); spin: tens of ms.
+		// needs to arrive. Open MPI yields after every empty poll there
+		// (yield_when_idle); so does Sread on a CQ opened with WaitYield
+		// ("yield"). But sched_yield only hands the CPU to tasks of the
+		// same scheduling group: with autogroups (Linux's default) a rank
+		// that leads a session of its own, as every rank Hydra starts
+		// does, is a group of one, its yield gives nothing away and the
+		// rank waited for runs only when the kernel preempts the yielder.
+		// Measured at 8 ranks on 2 CPUs (load 12-13, p50 barrier): yield
+		// 16-28 us with the ranks in one session (perftest -n 8), 17 us
+		// once and 1.1 ms twice under mpiexec.hydra; Open MPI 19-58 us.
+		// There, sread (the last rank to arrive at a shared-memory phase
+		// wakes the sleepers: 28-55 us at 4 ranks, 120-220 us at 8) is
+		// the safe choice. spin: tens of ms.
 		o.wait = "spin"
 		if job.LocalSize() > runtime.NumCPU() {
-			o.wait = "sread"
+			o.wait = "yield"
+			if sid, err := unix.Getsid(0); err == nil && sid == os.Getpid() {
+				o.wait = "sread"
+			}
 		}
 	}
 	var place *Placement
