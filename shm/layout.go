@@ -6,9 +6,10 @@ import (
 	"os"
 )
 
-// Region wire format, version 2. All integers are in the host's byte order
-// (a region never leaves the host). Offsets are from the start of the
-// region; there are no pointers. The layout is a pure function of
+// Region wire format, version 3 (the version also covers the format of the
+// records in the rings, see transport.go). All integers are in the host's
+// byte order (a region never leaves the host). Offsets are from the start of
+// the region; there are no pointers. The layout is a pure function of
 // (ConnSlots, PeerSlots): ComputeLayout. A reader recomputes it from the two
 // counts found in the header and refuses the region unless every field
 // matches, so no offset read from shared memory is used unchecked.
@@ -33,9 +34,10 @@ import (
 const (
 	// Magic identifies a gofi shm region: "GOFS" in memory on little endian.
 	Magic uint32 = 0x53464f47
-	// Version of this layout (2: the nudge word; ring segments carry a
+	// Version of this layout (3: eager records with a short header, see
+	// transport.go; 2: the nudge word; ring segments carry a
 	// trailer, see RingSegSize).
-	Version uint32 = 2
+	Version uint32 = 3
 	// HeaderSize is the size of the header at offset 0.
 	HeaderSize = 256
 	// LineSize is the cache-line size the layout assumes; recorded in the

@@ -156,3 +156,29 @@ func TestTransport_LeavingDirectPollingLosesNoRecord(t *testing.T) {
 		t.Fatalf("%d messages delivered, want %d", sink.n, 2*directMax+1)
 	}
 }
+
+// The eager header round-trips every header a sender writes, and the
+// decoder refuses what no sender writes without reading past the record.
+func FuzzEagerHdr(f *testing.F) {
+	f.Add([]byte{byte(transport.KindTagged), 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 'h', 'i'})
+	f.Add([]byte{byte(transport.KindMsg), transport.FlagRemoteData, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{0, 0, 2, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, n, ok := getEagerHdr(b)
+		if !ok {
+			return
+		}
+		if n != eagerHdrMin && n != eagerHdrMax || n > len(b) || h.Len != uint64(len(b)-n) {
+			t.Fatalf("header length %d, Len %d for a %d-byte record", n, h.Len, len(b))
+		}
+		var out [eagerHdrMax]byte
+		m := putEagerHdr(out[:], &h)
+		if h.Data != 0 && m != eagerHdrMax || h.Data == 0 && m != eagerHdrMin {
+			t.Fatalf("put wrote %d bytes for data %#x", m, h.Data)
+		}
+		g, k, ok := getEagerHdr(append(out[:m:m], b[n:]...))
+		if !ok || k != m || g != h {
+			t.Fatalf("round trip: %+v (%d, %v), want %+v", g, k, ok, h)
+		}
+	})
+}

@@ -59,7 +59,7 @@ import (
 //
 // Records (ring record types; all fields little-endian, untrusted on read):
 //
-//	recEager: msgHdr(32) payload
+//	recEager: eagerHdr(16 or 24) payload
 //	recRTS:   msgHdr(32) cookie u64, niov u32, pad u32, niov*(addr u64, len u64)
 //	recACK:   cookie u64, status u32 (0 read, 1 discarded)
 //	recCTS:   cookie u64
@@ -67,6 +67,12 @@ import (
 //	recSwitch: segment size u64, name length u32, pad u32, name
 //
 //	msgHdr:   kind u8, flags u8, pad u16, group u32, tag u64, data u64, len u64
+//	eagerHdr: kind u8, flags u8, hasData u8 (0 or 1), pad u8, group u32,
+//	          tag u64, then data u64 only when hasData; the payload length
+//	          is the record's length less the header. An 8-byte message is
+//	          a 32-byte record (ring header included), two to a cache line
+//	          and never across two, where the full msgHdr made it 48 bytes,
+//	          half of them spread over two lines.
 const (
 	recEager uint16 = 1
 	recRTS   uint16 = 2
@@ -78,10 +84,14 @@ const (
 )
 
 const (
-	msgHdrLen  = 32
-	rtsFixed   = msgHdrLen + 16
-	maxRTSIOV  = 8
-	pollBudget = 64 // records drained from one ring per Poll before moving on
+	msgHdrLen = 32
+	// eagerHdrMin and eagerHdrMax bound the eager header (without and
+	// with the data word); eager sizing uses msgHdrLen, which exceeds both.
+	eagerHdrMin = 16
+	eagerHdrMax = 24
+	rtsFixed    = msgHdrLen + 16
+	maxRTSIOV   = 8
+	pollBudget  = 64 // records drained from one ring per Poll before moving on
 	// directMax is the number of inbound peers up to which Poll looks at
 	// their rings' next header words directly before consulting the bitmap: one load
 	// per ring, a cache hit until the sender publishes, where the bitmap
@@ -683,6 +693,41 @@ func getHdr(b []byte) (transport.Header, bool) {
 	return h, ok
 }
 
+// putEagerHdr writes h as an eager header at b (at least eagerHdrMax
+// bytes) and returns its length: the data word only when Data is not 0.
+func putEagerHdr(b []byte, h *transport.Header) int {
+	n, has := eagerHdrMin, byte(0)
+	if h.Data != 0 {
+		n, has = eagerHdrMax, 1
+		binary.LittleEndian.PutUint64(b[16:], h.Data)
+	}
+	b[0], b[1], b[2], b[3] = byte(h.Kind), h.Flags, has, 0
+	binary.LittleEndian.PutUint32(b[4:], h.Group)
+	binary.LittleEndian.PutUint64(b[8:], h.Tag)
+	return n
+}
+
+// getEagerHdr decodes the eager record b (untrusted): the header, with
+// Len set to the payload's length, and the header's length.
+func getEagerHdr(b []byte) (transport.Header, int, bool) {
+	if len(b) < eagerHdrMin || b[2] > 1 || b[3] != 0 {
+		return transport.Header{}, 0, false
+	}
+	h := transport.Header{Kind: transport.Kind(b[0]), Flags: b[1],
+		Group: binary.LittleEndian.Uint32(b[4:]), Tag: binary.LittleEndian.Uint64(b[8:])}
+	n := eagerHdrMin
+	if b[2] == 1 {
+		if len(b) < eagerHdrMax {
+			return transport.Header{}, 0, false
+		}
+		h.Data, n = binary.LittleEndian.Uint64(b[16:]), eagerHdrMax
+	}
+	h.Len = uint64(len(b) - n)
+	ok := (transport.ValidKind(h.Kind) || h.Kind == transport.KindRMAData && h.Len == 0) &&
+		h.Flags&^transport.FlagRemoteData == 0
+	return h, n, ok
+}
+
 // Send writes an eager record, or a rendezvous announcement.
 func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
 	if t.closed || int(pi) >= len(t.peers) {
@@ -707,21 +752,24 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	} else if eagerDepth*(msgHdrLen+n+2*ring.RecordHeader) > p.out.Cap() && p.out.Cap() < t.cfg.RingSize {
 		t.grow(p, msgHdrLen+n) // fits, but too few such records do: see eagerDepth
 	}
-	b, err := p.out.Reserve(msgHdrLen + n)
+	hl := eagerHdrMin
+	if hdr.Data != 0 {
+		hl = eagerHdrMax
+	}
+	b, err := p.out.Reserve(hl + n)
 	if err != nil {
 		if err != ring.ErrFull || !t.grow(p, 0) {
 			return false, ringCode(err)
 		}
-		if b, err = p.out.Reserve(msgHdrLen + n); err != nil {
+		if b, err = p.out.Reserve(hl + n); err != nil {
 			return false, ringCode(err)
 		}
 	}
-	putHdr(b, hdr)
-	off := msgHdrLen
+	off := putEagerHdr(b, hdr)
 	for _, v := range iov {
 		off += ring.Copy(b[off:], v)
 	}
-	_ = p.out.Commit(recEager, msgHdrLen+n)
+	_ = p.out.Commit(recEager, hl+n)
 	p.out.Publish()
 	t.kick(p)
 	return true, 0
@@ -1616,15 +1664,12 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 		}
 		switch typ {
 		case recEager:
-			if len(b) < msgHdrLen {
-				return did, ErrCorrupt
-			}
-			h, ok := getHdr(b)
-			if !ok || h.Len != uint64(len(b)-msgHdrLen) {
+			h, hl, ok := getEagerHdr(b)
+			if !ok {
 				return did, ErrCorrupt
 			}
 			t.hdr = h
-			if !s.Arrive(p.idx, &t.hdr, b[msgHdrLen:], 0) {
+			if !s.Arrive(p.idx, &t.hdr, b[hl:], 0) {
 				in.Release()
 				_ = t.bits.Set(p.inIdx) // come back: the engine is full
 				return did, nil
