@@ -106,9 +106,9 @@ func firstUseAllocs(t *testing.T, prov string, sizes []int) []uint64 {
 	if prov == "shm" {
 		// shm rings start small and grow to the traffic, a file each
 		// time (issue 18): let them reach their sizes first. A
-		// rendezvous size class tries streaming through the rings at
-		// its third message (single copy at its first two), which is
-		// when they grow.
+		// rendezvous size class of 32-128 KiB tries streaming through
+		// the rings at its 32nd message (single copy before, and always
+		// from 256 KiB), which is when they grow.
 		for _, s := range []int{16 << 10, 64 << 10, 256 << 10, 1 << 20} {
 			round(s)
 			round(s)

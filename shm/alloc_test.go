@@ -143,10 +143,12 @@ func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 		one(b, a, ba, sb, sa, size)
 	}
 	round(8) // connects both ways
-	// The first try of segments grows the rings (a file each way); after
-	// that no size allocates, whichever way it goes.
-	for range 3 {
-		round(max)
+	// The first try of segments (a class's firstBurst-th message) grows
+	// the rings, a file each way; after that no size allocates, whichever
+	// way it goes. (From MsgHugeMin single copy is the only way: 128 KiB
+	// is below it.)
+	for range firstBurst + exploreBurst {
+		round(128 << 10)
 	}
 	for _, size := range []int{32 << 10, 64 << 10, 256 << 10} {
 		var m0, m1 runtime.MemStats

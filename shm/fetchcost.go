@@ -23,8 +23,14 @@ import (
 // the slower method for thousands of messages (seen near at 64 KiB under
 // load 5: one segment try of 572 us against single copy's 8 us, where
 // segments are 1.4x faster). Preemption only adds time, so the least of a
-// few samples is robust, and both methods are judged on about as many
-// samples (a burst's against the in-use method's last costSamples).
+// few samples is robust. The method in use is judged on its last
+// costSamples, a burst on its exploreBurst: the method in use needs the
+// other to beat its luckiest recent fetch, a little hysteresis (with four
+// samples a 1 MiB class flipped to segments on noise, seen under load 9).
+//
+// From MsgHugeMin up single copy is the only way (NewTransport sets
+// cmaMin): with the sender's buffer in huge pages it wins in both
+// placements.
 //
 // Segments need both processes running at once (the receiver's CTS, the
 // sender's copy, the receiver's copy); single copy only the receiver. On
@@ -47,12 +53,21 @@ const (
 	// exploreBurst is the number of fetches a try of the other method
 	// takes: one preempted sample then does not decide.
 	exploreBurst = 3
+	// firstBurst: the class's fetch that starts the first burst. Not
+	// earlier: the first messages of a size often come after a pause
+	// (a benchmark's barrier, a program's set-up), after which on a busy
+	// host the two processes share a CPU for a few messages, each
+	// segment fetch waiting for time slices (8 ms each, seen under load
+	// 5-15, while single copy took 10 us): bursts in that phase cost the
+	// first hundred messages of 64 KiB 20-30x their steady time. Near,
+	// waiting costs the first 32 messages about 1.4x each.
+	firstBurst = 32
 	// confirmGap: fetches between the first burst and the second.
 	confirmGap = 32
 	// maxGap bounds the fetches between bursts.
 	maxGap = 1 << 20
 	// costSamples is the number of recent samples kept per method.
-	costSamples = 4
+	costSamples = 8
 	// maxVoids bounds the tries dropped in a row (retry).
 	maxVoids = 2
 )
@@ -109,20 +124,18 @@ func (c *fetchCost) segFaster() bool {
 
 // pickCMA reports whether the class's next fetch goes by single copy,
 // and whether it is a try of the method not in use (explore). The first
-// two fetches of a class go by single copy (the first is not timed: it
-// pays for first touches), the next exploreBurst by segments (a try whose
-// sender had to grow the ring does not count: see retry), then the
-// faster, with a second burst confirmGap fetches later. Trying segments
-// early pays: in the near placement they halve a 1 MiB message's time
-// from the fourth message on, while in the far one the bursts cost six
-// messages at about twice the time, a few percent of fi_pingpong's 110
-// messages of 1 MiB.
+// firstBurst-1 fetches of a class go by single copy (the first is not
+// timed: it pays for first touches), the next exploreBurst by segments (a
+// try whose sender had to grow the ring does not count: see retry), then
+// the faster, with a second burst confirmGap fetches later. In the far
+// placement the bursts cost six messages at about twice the time, about
+// 0.6% of fi_pingpong's 1000 messages of 64 KiB.
 func (c *fetchCost) pickCMA() (cma, explore bool) {
 	c.n++
 	switch {
 	case c.cma.k == 0:
 		return true, false
-	case c.burst == 0 && (c.bursts == 0 || c.next != 0 && c.n >= c.next):
+	case c.burst == 0 && (c.bursts == 0 && c.n >= firstBurst || c.next != 0 && c.n >= c.next):
 		// Start a burst of the method not in use; its old samples are
 		// stale (the placement may have changed since).
 		c.trySeg = !c.segFaster()

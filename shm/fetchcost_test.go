@@ -50,7 +50,7 @@ func costs(cma, seg time.Duration) func(int, bool) time.Duration {
 func TestFetchCostPicks(t *testing.T) {
 	us := time.Microsecond
 	var c fetchCost
-	for i := range 2 {
+	for i := range firstBurst - 1 {
 		if cma, ex := c.pickCMA(); !cma || ex {
 			t.Fatalf("fetch %d: cma %v explore %v, want single copy", i+1, cma, ex)
 		}
@@ -60,7 +60,7 @@ func TestFetchCostPicks(t *testing.T) {
 	}
 	// The first try of segments grows the ring: it does not count.
 	if cma, ex := c.pickCMA(); cma || !ex {
-		t.Fatalf("third fetch: cma %v explore %v, want the first try of segments", cma, ex)
+		t.Fatalf("fetch %d: cma %v explore %v, want the first try of segments", firstBurst, cma, ex)
 	}
 	if !c.retry() {
 		t.Fatal("first try dropped: retry declined")
@@ -94,12 +94,13 @@ func TestFetchCostPicks(t *testing.T) {
 	if seg, _ := fetchRun(&f, 110, costs(75*us, 520*us)); seg != 2*exploreBurst {
 		t.Errorf("far placement: segments used %d times in a 110-message run, want %d", seg, 2*exploreBurst)
 	}
-	// Near, but the first messages of a size stall (the two processes
-	// share a CPU for a while): the confirming burst finds segments.
+	// Near, but the messages of the first burst stall (the two
+	// processes share a CPU for a while): the confirming burst finds
+	// segments.
 	var g fetchCost
 	stall := func(i int, cma bool) time.Duration {
 		switch {
-		case i < 12:
+		case i < firstBurst+exploreBurst+2:
 			return 8 * time.Millisecond
 		case cma:
 			return 10 * us
@@ -112,9 +113,7 @@ func TestFetchCostPicks(t *testing.T) {
 	}
 	// Tries dropped for ring growth: maxVoids in a row at most.
 	var h fetchCost
-	h.pickCMA()
-	h.pickCMA()
-	h.note(true, false, 10*us)
+	fetchRun(&h, firstBurst-1, costs(10*us, 5*us))
 	for i := range maxVoids + 1 {
 		if cma, ex := h.pickCMA(); cma || !ex {
 			t.Fatalf("try %d: cma %v explore %v, want segments", i, cma, ex)
