@@ -9,7 +9,7 @@ import (
 // ringerStub is a transport.Ringer that records the wait condition.
 type ringerStub struct{ cond func() bool }
 
-func (s *ringerStub) RingPeer(transport.Peer) bool  { return true }
+func (s *ringerStub) RingPeer(transport.Peer) bool { return true }
 func (s *ringerStub) SetWaitCond(cond func() bool) { s.cond = cond }
 
 func watchedGroup(e *Endpoint, n int) (*Group, *region) {
