@@ -300,7 +300,7 @@ func peerDeath(t *testing.T, keys []uint64) {
 			Buf: make([]byte, 8000), Result: make([]byte, 8000)}
 		w.g[i].Post(&a, i)
 	}
-	w.h.kill("rank3")
+	w.h.Kill("rank3")
 	for i, c := range w.waitAll(map[int]bool{3: true}) {
 		if i != 3 && c == 0 {
 			t.Errorf("rank %d: completed without error although rank 3 died", i)

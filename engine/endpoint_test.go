@@ -23,13 +23,13 @@ type pair struct {
 // the default is the in-process hub, TestEndpointOverShm swaps in shm.
 var makeTransports = func(t *testing.T, maxEager int) (*hub, transport.Transport, transport.Transport) {
 	h := newHub(maxEager)
-	return h, h.newPipe("A"), h.newPipe("B")
+	return h, h.NewPipe("A"), h.NewPipe("B")
 }
 
 func newPair(t *testing.T, maxEager int, mod func(*Config)) *pair {
 	t.Helper()
 	h, ta, tb := makeTransports(t, maxEager)
-	bk := &book{names: []string{string(ta.Name()), string(tb.Name())}}
+	bk := &book{Names: []string{string(ta.Name()), string(tb.Name())}}
 	mk := func(tr transport.Transport) (*Endpoint, *CQ) {
 		cq := NewCQ(64, nil)
 		cfg := Config{Transport: tr, Addrs: bk, TxCQ: cq, RxCQ: cq, Source: true}
@@ -173,7 +173,7 @@ func TestEndpoint_DeliveryPostedOrUnexpected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, 1024, nil)
 			if p.h != nil {
-				p.h.async = tc.async
+				p.h.Async = tc.async
 			}
 			payload := bytes.Repeat([]byte{0xa5}, tc.size)
 			for i := range payload {
