@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -70,7 +71,19 @@ func linkedSreadWakes(t *testing.T, route string) {
 	shmTestDir(t)
 	a := openE2EWait(t, linkName, Msg|Tagged|Source, WaitUnspec)
 	a.cq.eng.SetMaxSleep(time.Hour)
-	t.Cleanup(a.cq.Signal) // a Sread left asleep by a failure returns
+	// A Sread left asleep by a failure returns, and the endpoint closes
+	// (an earlier cleanup) only after its goroutine is done with it.
+	var sreads sync.WaitGroup
+	t.Cleanup(func() {
+		a.cq.Signal()
+		done := make(chan struct{})
+		go func() { sreads.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("a Sread did not return 30s after Signal")
+		}
+	})
 	lt := linkTr(t, a.ep)
 	p := startPeer(t, "linkwake", route, 2*time.Minute)
 	raw, err := hex.DecodeString(p.expect("addr")[0])
@@ -97,7 +110,9 @@ func linkedSreadWakes(t *testing.T, route string) {
 	}
 	sread := func() <-chan result {
 		res := make(chan result, 1)
+		sreads.Add(1)
 		go func() {
+			defer sreads.Done()
 			var e [4]CQEntry
 			k, err := a.cq.Sread(e[:], time.Hour)
 			switch {
