@@ -1543,26 +1543,36 @@ func (t *Transport) ringFault(p *peer, err error) {
 // Poke wakes peer p's progress without a message (transport.Poker): it
 // bumps the nudge word of p's region and rings its doorbell.
 func (t *Transport) Poke(tp transport.Peer) bool {
-	if int(tp) >= len(t.peers) {
-		return false
-	}
-	p := t.peers[tp]
-	if p == nil || p.dead {
-		return false
-	}
-	r := p.region
+	r := t.peerBell(tp)
 	if r == nil {
-		if p.bell == nil {
-			b, err := OpenRegion(p.name)
-			if err != nil {
-				return false // gone
-			}
-			p.bell = b
-		}
-		r = p.bell
+		return false
 	}
 	_ = Guard(func() { _ = r.Nudge() })
 	return true
+}
+
+// peerBell returns the region whose doorbell reaches peer p: the one
+// mapped for sending, else one opened for ringing only (once, kept). nil
+// when p is unknown, dead or gone.
+func (t *Transport) peerBell(tp transport.Peer) *Region {
+	if int(tp) >= len(t.peers) {
+		return nil
+	}
+	p := t.peers[tp]
+	if p == nil || p.dead {
+		return nil
+	}
+	if p.region != nil {
+		return p.region
+	}
+	if p.bell == nil {
+		b, err := OpenRegion(p.name)
+		if err != nil {
+			return nil // gone
+		}
+		p.bell = b
+	}
+	return p.bell
 }
 
 // WaitPokes counts waiters for pokes (transport.Poker): while there are
@@ -1572,23 +1582,9 @@ func (t *Transport) WaitPokes(delta int) { t.pokeWait.Add(int32(delta)) }
 // RingPeer rings the doorbell of peer p's region (transport.Ringer): a
 // FUTEX_WAKE when p sleeps in Wait, else one load of its waiter count.
 func (t *Transport) RingPeer(tp transport.Peer) bool {
-	if int(tp) >= len(t.peers) {
-		return false
-	}
-	p := t.peers[tp]
-	if p == nil || p.dead {
-		return false
-	}
-	r := p.region
+	r := t.peerBell(tp)
 	if r == nil {
-		if p.bell == nil {
-			b, err := OpenRegion(p.name)
-			if err != nil {
-				return false // gone
-			}
-			p.bell = b
-		}
-		r = p.bell
+		return false
 	}
 	_ = Guard(func() { _ = r.bell.Ring() })
 	return true
