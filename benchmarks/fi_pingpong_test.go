@@ -232,22 +232,30 @@ func BenchmarkFiRoundInProcess(b *testing.B) {
 	}
 }
 
-func fiRoundInProcess(b *testing.B, size int) {
+// shmPair opens two shm nodes in this process, closed when b ends, and
+// returns them with c's address in a's AV (skipping b without shm).
+func shmPair(b *testing.B) (a, c *fiNode, to fi.Addr) {
+	b.Helper()
 	a, err := openFiNode("shm")
 	if err != nil {
 		b.Skip(err)
 	}
-	defer a.close()
-	c, err := openFiNode("shm")
+	b.Cleanup(a.close)
+	c, err = openFiNode("shm")
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.close()
+	b.Cleanup(c.close)
 	name, _ := c.ep.Name()
-	to, err := a.av.Insert([][]byte{name}, 0)
+	addrs, err := a.av.Insert([][]byte{name}, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
+	return a, c, addrs[0]
+}
+
+func fiRoundInProcess(b *testing.B, size int) {
+	a, c, to := shmPair(b)
 	msg, buf := make([]byte, size), make([]byte, size)
 	deadline := time.Now().Add(time.Minute)
 	b.SetBytes(int64(size))
@@ -256,7 +264,7 @@ func fiRoundInProcess(b *testing.B, size int) {
 		if err := c.ep.TRecv(buf, fi.AddrUnspec, 1, 0, nil); err != nil {
 			b.Fatal(err)
 		}
-		if err := a.ep.TSend(msg, to[0], 1, nil); err != nil {
+		if err := a.ep.TSend(msg, to, 1, nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := waitBoth(c, a, deadline); err != nil {
@@ -436,28 +444,14 @@ func fiFirstUse(b *testing.B, prov string, size int) {
 // receiver runs while it waits, whose length bounds how soon it sees a
 // message (count it with callgrind for a load-independent figure).
 func BenchmarkFiIdleRead(b *testing.B) {
-	a, err := openFiNode("shm")
-	if err != nil {
-		b.Skip(err)
-	}
-	defer a.close()
-	c, err := openFiNode("shm")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.close()
-	name, _ := c.ep.Name()
-	to, err := a.av.Insert([][]byte{name}, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
+	a, c, to := shmPair(b)
 	msg, buf := make([]byte, 8), make([]byte, 8)
 	deadline := time.Now().Add(time.Minute)
 	for range 3 { // connected, both directions' rings in use
 		if err := c.ep.TRecv(buf, fi.AddrUnspec, 1, 0, nil); err != nil {
 			b.Fatal(err)
 		}
-		if err := a.ep.TSend(msg, to[0], 1, nil); err != nil {
+		if err := a.ep.TSend(msg, to, 1, nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := waitBoth(c, a, deadline); err != nil {
