@@ -8,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/gofi-dev/fi/transport"
-	"golang.org/x/sys/unix"
 )
 
 func TestParseMsgHugeMin(t *testing.T) {
@@ -70,17 +69,7 @@ func BenchmarkReadPeerHuge(b *testing.B) {
 		for _, huge := range []bool{false, true} {
 			name := map[bool]string{false: "4k", true: "huge"}[huge]
 			b.Run(fmt.Sprintf("size=%dk/%s", size>>10, name), func(b *testing.B) {
-				mem, err := unix.Mmap(-1, 0, 2*hugeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-				if err != nil {
-					b.Skip(err)
-				}
-				defer unix.Munmap(mem)
-				base := uintptr(unsafe.Pointer(&mem[0]))
-				off := int((base+hugeSize-1)&^(hugeSize-1) - base)
-				src := mem[off : off+size]
-				if !huge {
-					_ = unix.Madvise(mem, unix.MADV_NOHUGEPAGE)
-				}
+				src := hugeAligned(b, size, huge)
 				for i := range src {
 					src[i] = byte(i)
 				}

@@ -64,17 +64,7 @@ func BenchmarkWritePeerHuge(b *testing.B) {
 	for _, huge := range []bool{false, true} {
 		name := map[bool]string{false: "4k", true: "huge"}[huge]
 		b.Run(name, func(b *testing.B) {
-			mem, err := unix.Mmap(-1, 0, 2*hugeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
-			if err != nil {
-				b.Skip(err)
-			}
-			defer unix.Munmap(mem)
-			base := uintptr(unsafe.Pointer(&mem[0]))
-			off := int((base+hugeSize-1)&^(hugeSize-1) - base)
-			dst := mem[off : off+size]
-			if !huge {
-				_ = unix.Madvise(mem, unix.MADV_NOHUGEPAGE)
-			}
+			dst := hugeAligned(b, size, huge)
 			for i := range dst {
 				dst[i] = 1
 			}
@@ -91,4 +81,22 @@ func BenchmarkWritePeerHuge(b *testing.B) {
 			}
 		})
 	}
+}
+
+// hugeAligned maps size bytes (at most hugeSize) that start on a 2 MiB
+// boundary, in 4 KiB pages (MADV_NOHUGEPAGE) unless huge, unmapped when
+// b's run ends; it skips b when the mapping fails.
+func hugeAligned(b *testing.B, size int, huge bool) []byte {
+	b.Helper()
+	mem, err := unix.Mmap(-1, 0, 2*hugeSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Skip(err)
+	}
+	b.Cleanup(func() { _ = unix.Munmap(mem) })
+	if !huge {
+		_ = unix.Madvise(mem, unix.MADV_NOHUGEPAGE)
+	}
+	base := uintptr(unsafe.Pointer(&mem[0]))
+	off := int((base+hugeSize-1)&^(hugeSize-1) - base)
+	return mem[off : off+size]
 }
