@@ -100,9 +100,10 @@ const (
 // Endpoint is safe for concurrent use exactly when its domain is thread
 // safe; otherwise the caller serialises calls on the domain's objects.
 type Endpoint struct {
-	cfg Config
-	tr  transport.Transport
-	ser *Serial
+	cfg   Config
+	tr    transport.Transport
+	eager transport.EagerSender // tr's, when it has one
+	ser   *Serial
 
 	msgs *match.Matcher[uint32, uint32] // untagged queue: rx op, ux index
 	tags *match.Matcher[uint32, uint32] // tagged queue
@@ -136,6 +137,11 @@ type Endpoint struct {
 	srcOf  []srcEntry // transport peer -> fi_addr
 	placed []match.Placed[uint32]
 	oneIOV [1][]byte
+	// sendEager's header and single-buffer iov: the transport keeps
+	// neither past the call, and an argument of an interface call would
+	// otherwise escape to the heap.
+	ehdr   transport.Header
+	eiov   [1][]byte
 	closed bool
 
 	coll CollSink // collectives (package coll); nil when not attached
@@ -252,6 +258,7 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 		// first time allocates nothing
 		fx: make([]fetchOp, 0, 16), fxFree: make([]uint32, 0, 16), fetching: make([]int32, 0, 16),
 		txFree: make([]uint32, 0, 16), rxFree: make([]uint32, 0, 16)}
+	ep.eager, _ = cfg.Transport.(transport.EagerSender)
 	return ep, 0
 }
 
@@ -347,6 +354,11 @@ func (ep *Endpoint) Send(a *SendArgs, ctx any) Code {
 	if ep.nfenced > 0 && ep.fenceWaits(peer) {
 		return CodeAgain // FI_FENCE: a fenced operation to this peer waits
 	}
+	if ep.eager != nil {
+		if sent, c := ep.sendEager(peer, a, n, ctx); sent || c != 0 {
+			return c
+		}
+	}
 	idx := ep.txAlloc()
 	op := ep.tx[idx]
 	op.ctx, op.kind, op.flags, op.n, op.live = ctx, a.Kind, a.Flags, n, true
@@ -376,6 +388,39 @@ func (ep *Endpoint) Send(a *SendArgs, ctx any) Code {
 		ep.txComplete(idx, 0)
 	}
 	return 0
+}
+
+// sendEager tries the transport's in-call send (transport.EagerSender):
+// a message it completes at once needs no transmit slot, so its
+// completion is written here. False with code 0: use the general path.
+func (ep *Endpoint) sendEager(peer transport.Peer, a *SendArgs, n int, ctx any) (bool, Code) {
+	h := &ep.ehdr
+	*h = transport.Header{Kind: a.Kind, Group: a.Group, Tag: a.Tag, Len: uint64(n)}
+	if a.Flags&FlagRemoteCQData != 0 {
+		h.Flags, h.Data = transport.FlagRemoteData, a.Data
+	}
+	iov := a.IOV
+	if iov == nil {
+		ep.eiov[0] = a.Buf
+		iov = ep.eiov[:]
+	}
+	sent, tc := ep.eager.SendEager(peer, h, iov)
+	ep.eiov[0] = nil
+	if tc != 0 {
+		if tc == transport.EAgain {
+			return false, CodeAgain
+		}
+		return false, Code(tc)
+	}
+	if !sent {
+		return false, 0
+	}
+	count(ep.cfg.SendCntr, 0)
+	if cq := ep.cfg.TxCQ; cq != nil && a.Flags&FlagInject == 0 &&
+		(!ep.cfg.TxSelective || a.Flags&FlagCompletion != 0) {
+		cq.Push(&Entry{Context: ctx, Flags: FlagSend | kindFlag(a.Kind)})
+	}
+	return true, 0
 }
 
 func (ep *Endpoint) txAlloc() uint32 {

@@ -774,14 +774,49 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 			return false, ringCode(err)
 		}
 	}
+	t.putEager(p, b, hdr, iov, hl+n)
+	return true, 0
+}
+
+// SendEager is Send's common case alone (transport.EagerSender): a
+// connected peer with no control traffic pending and a ring that takes
+// the record as it is. Anything else returns false untouched, for Send.
+func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]byte) (bool, transport.Code) {
+	if t.closed || int(pi) >= len(t.peers) {
+		return false, transport.EInval
+	}
+	p := t.peers[pi]
+	n := int(hdr.Len)
+	if p.out == nil || p.dead || p.failSend || p.connSlot >= 0 || n > p.eager ||
+		len(p.ctrl) > 0 || len(p.streams) > 0 || p.switchTo != "" {
+		return false, 0
+	}
+	if eagerDepth*(msgHdrLen+n+2*ring.RecordHeader) > p.out.Cap() && p.out.Cap() < t.cfg.RingSize {
+		return false, 0 // Send grows the ring first
+	}
+	hl := eagerHdrMin
+	if hdr.Data != 0 {
+		hl = eagerHdrMax
+	}
+	b, err := p.out.Reserve(hl + n)
+	if err != nil {
+		return false, 0
+	}
+	p.sends++
+	t.putEager(p, b, hdr, iov, hl+n)
+	return true, 0
+}
+
+// putEager fills the reserved record b (size bytes) with hdr and iov,
+// publishes it and kicks the peer.
+func (t *Transport) putEager(p *peer, b []byte, hdr *transport.Header, iov [][]byte, size int) {
 	off := putEagerHdr(b, hdr)
 	for _, v := range iov {
 		off += ring.Copy(b[off:], v)
 	}
-	_ = p.out.Commit(recEager, hl+n)
+	_ = p.out.Commit(recEager, size)
 	p.out.Publish()
 	t.kick(p)
-	return true, 0
 }
 
 // sendBounce sends a payload of at most MaxEager bytes that the ring cannot

@@ -151,6 +151,20 @@ type Transport interface {
 	Close() error
 }
 
+// EagerSender is an optional interface of a transport that can often
+// finish a small send inside the call (shm: one record in the peer's
+// ring). The engine then completes the operation without a transmit slot.
+type EagerSender interface {
+	// SendEager sends the message now when the transport can complete it
+	// within this call, copying iov and keeping neither hdr nor iov: it
+	// returns true. It returns false with code 0 when it cannot right now
+	// (a rendezvous size, a connection or control traffic in progress, a
+	// full or small ring): nothing was sent, and the caller uses Send,
+	// which handles every case. A non-zero code is what Send would return.
+	// Serialised by the engine like Send.
+	SendEager(p Peer, hdr *Header, iov [][]byte) (sent bool, c Code)
+}
+
 // Poker is an optional interface of a transport whose peers on this host
 // can be woken without a message (shm): collectives that synchronise
 // through shared memory use it so that a rank asleep in Sread (on the
