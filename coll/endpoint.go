@@ -533,19 +533,28 @@ func (e *Endpoint) rewatch() {
 	if e.ringer == nil {
 		return
 	}
+	// Only what changes is stored: a store here is a locked instruction,
+	// and a rank lists and unlists its group on every collective.
+	set := func(i int, r *region) {
+		if e.watch[i].Load() != r {
+			e.watch[i].Store(r)
+		}
+	}
 	n := 0
 	for _, g := range e.shmActive {
 		if r := g.region; r != nil && r.mem != nil && r.ph > 0 {
 			if n < len(e.watch) {
-				e.watch[n].Store(r)
+				set(n, r)
 			}
 			n++
 		}
 	}
 	for i := n; i < len(e.watch); i++ {
-		e.watch[i].Store(nil)
+		set(i, nil)
 	}
-	e.watchAll.Store(n > len(e.watch))
+	if all := n > len(e.watch); e.watchAll.Load() != all {
+		e.watchAll.Store(all)
+	}
 }
 
 // unwatch takes region r off the watch before it is unmapped, and waits

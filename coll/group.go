@@ -113,6 +113,7 @@ type Group struct {
 	seq   uint32 // next sequence number to assign
 
 	pl        planner
+	oneStep   bool // pl is one shared-memory step in one round (startOneStep)
 	fn        Func // kernel of the running operation
 	round     int  // running round; -1 when no plan runs
 	pending   int  // transfers of the round not done
@@ -219,7 +220,11 @@ func (g *Group) scratchBuf(i, n int) []byte {
 // startHead builds the head operation's plan and starts its first round.
 func (g *Group) startHead() {
 	o := g.head()
+	if g.startOneStep(o) {
+		return
+	}
 	g.pl.reset()
+	g.oneStep = false
 	g.build(o)
 	g.pl.endRound()
 	g.running, g.round, g.pending = true, 0, 0
@@ -507,10 +512,14 @@ func (g *Group) complete(c engine.Code) {
 	if o.Coll == collJoin {
 		flags |= engine.FlagCompletion // a join always reports
 	}
-	if g.inflight == 0 {
+	switch {
+	case g.inflight == 0 && g.oneStep:
+		g.pl.acts[0].shm = shmStep{} // kept for the next one-step operation; drop the buffers
+	case g.inflight == 0:
 		g.pl.reset()
-	} else {
+	default:
 		g.pl = planner{} // transports still hold headers in the old one
+		g.oneStep = false
 		g.inflight, g.fetching = 0, 0
 	}
 	g.running, g.round = false, -1

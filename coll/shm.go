@@ -125,6 +125,41 @@ type shmRun struct {
 	acc     []byte     // wide results before narrowing
 }
 
+// shmKindOf returns the shared-memory step that runs collective c over a
+// node-local region (0: none).
+func shmKindOf(c dtype.CollOp) shmKind {
+	switch c {
+	case dtype.Barrier:
+		return shmBarrier
+	case dtype.Broadcast:
+		return shmBcast
+	case dtype.Allreduce:
+		return shmAllreduce
+	case dtype.Reduce:
+		return shmReduce
+	case dtype.Allgather:
+		return shmAllgather
+	case dtype.Alltoall:
+		return shmAlltoall
+	case dtype.Scatter:
+		return shmScatter
+	case dtype.Gather:
+		return shmGather
+	case dtype.ReduceScatter:
+		return shmReduceScatter
+	}
+	return 0
+}
+
+// shmStepOf is the shared-memory step of operation o.
+func shmStepOf(o *opState, kind shmKind) shmStep {
+	st := shmStep{kind: kind, t: o.Type, op: o.Op, root: o.Root, in: o.Buf, out: o.Result, count: o.Count, check: o.check}
+	if kind == shmBcast {
+		st.out = o.Buf
+	}
+	return st
+}
+
 // buildShm writes a plan over the node-local region; false when the
 // operation does not use it (the group is not all on one node).
 func (g *Group) buildShm(o *opState) bool {
@@ -132,31 +167,42 @@ func (g *Group) buildShm(o *opState) bool {
 	if r == nil || r.n != g.size {
 		return false
 	}
-	st := shmStep{t: o.Type, op: o.Op, root: o.Root, in: o.Buf, out: o.Result, count: o.Count, check: o.check}
-	switch o.Coll {
-	case dtype.Barrier:
-		st.kind = shmBarrier
-	case dtype.Broadcast:
-		st.kind, st.out = shmBcast, o.Buf
-	case dtype.Allreduce:
-		st.kind = shmAllreduce
-	case dtype.Reduce:
-		st.kind = shmReduce
-	case dtype.Allgather:
-		st.kind = shmAllgather
-	case dtype.Alltoall:
-		st.kind = shmAlltoall
-	case dtype.Scatter:
-		st.kind = shmScatter
-	case dtype.Gather:
-		st.kind = shmGather
-	case dtype.ReduceScatter:
-		st.kind = shmReduceScatter
-	default:
+	kind := shmKindOf(o.Coll)
+	if kind == 0 {
 		return false
 	}
-	g.pl.shmStep(st)
+	g.pl.shmStep(shmStepOf(o, kind))
 	g.pl.endRound()
+	return true
+}
+
+// startOneStep starts the head operation when it runs over the node-local
+// region alone: its plan is one shared-memory step in one round, so the
+// plan of the previous such operation is reused (only the step is
+// rewritten) and the step's end completes the operation at once
+// (shmDone), without the rounds' bookkeeping. False when o needs a plan
+// built (point to point, hierarchical, the join).
+func (g *Group) startOneStep(o *opState) bool {
+	r := g.region
+	if r == nil || r.n != g.size || o.Coll == collJoin {
+		return false
+	}
+	kind := shmKindOf(o.Coll)
+	if kind == 0 {
+		return false
+	}
+	p := &g.pl
+	if !g.oneStep {
+		p.reset()
+		p.shmStep(shmStep{})
+		p.endRound()
+		g.oneStep = true
+	}
+	a := &p.acts[0]
+	a.shm, a.done = shmStepOf(o, kind), false
+	g.fn = nil
+	g.running, g.round, g.pending = true, 0, 1
+	g.startShm(0)
 	return true
 }
 
@@ -244,6 +290,14 @@ func (g *Group) shmDone() {
 	i := g.sh.act
 	g.sh.act, g.sh.st, g.sh.acc = -1, nil, nil
 	g.moved = true
+	if g.oneStep && g.running {
+		// The operation's only step: it is complete (what may start
+		// next runs from here too, as from any completion).
+		g.pl.acts[i].done = true
+		g.pending, g.round = 0, 1
+		g.complete(0)
+		return
+	}
 	g.transferDone(i)
 }
 
