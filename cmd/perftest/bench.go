@@ -250,6 +250,7 @@ const minTimed = 20
 // serverRun is the server's half of a plan: echo (latency) or receive
 // windows and acknowledge each (bw).
 func serverRun(c *ctrl, p *plan, l link) error {
+	defer oneP(l)()
 	ack := make([]byte, ackSize)
 	for i, size := range p.Sizes {
 		runtime.GC() // garbage made so far, before the size starts (see pingpongRun)
@@ -310,6 +311,7 @@ type sizeResult struct {
 
 // clientRun is the client's half of a plan.
 func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
+	defer oneP(l)()
 	var lat []time.Duration
 	for i, size := range p.Sizes {
 		if p.Test == "latency" && cap(lat) < p.Iters[i] {

@@ -79,6 +79,9 @@ type node struct {
 	rxctx      *int
 	sread      bool
 	yield      bool
+	coop       bool          // yield to the scheduler now and then (spinsched.go)
+	polls      uint32        // poll calls, for coopYield
+	lastYield  time.Duration // since spinEpoch
 }
 
 // getInfo finds the provider o names. For a provider that serves remote
@@ -219,6 +222,11 @@ var errTimeout = errors.New("timed out waiting for a completion (peer dead or un
 // poll reads up to len(n.ent) completions from cq without blocking and
 // returns how many; a completion error is returned as an error.
 func (n *node) poll(cq *fi.CQ, max int) (int, error) {
+	if n.coop {
+		if n.polls++; n.polls&63 == 0 {
+			n.coopYield()
+		}
+	}
 	c, err := cq.Read(n.ent[:min(max, len(n.ent))])
 	if c > 0 {
 		return c, nil

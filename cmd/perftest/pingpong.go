@@ -445,6 +445,7 @@ func pingpongRun(c *ctrl, o *ppOpts, client bool, table, stderr io.Writer) (rows
 	// Collect the set-up's garbage now: a collection due during the timed
 	// loop would run its mark worker on a vCPU the other side spins on.
 	runtime.GC()
+	defer n.oneP()()
 	for _, size := range sizes {
 		iters := o.iters
 		if iters < 0 {
