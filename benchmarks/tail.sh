@@ -16,6 +16,14 @@
 # with the placement. What a flag ping-pong shows is the floor: the
 # hypervisor's and the kernel's interruptions; what gofi shows above it is
 # gofi's (or the Go runtime's). Needs bash, awk, cc, go.
+#
+# Where perf can count tracepoints (root, or perf_event_paranoid <= -1),
+# each line is followed by what happened to its processes during the run:
+# signals sent to them (the Go runtime preempts a goroutine that runs for
+# 10 ms with SIGURG), context switches, futex calls (thread hand-offs) and
+# page faults. perftest's busy-polled shm runs use one P and yield every
+# 2 ms (cmd/perftest/spinsched.go); GOMAXPROCS=2 benchmarks/tail.sh shows
+# the runtime's default beside it.
 set -eu
 ROUNDS=${ROUNDS:-3}
 ITERS=${ITERS:-200000}
@@ -113,6 +121,21 @@ int main(int argc, char **argv) {
 EOF
 cc -O2 -pthread -o "$tmp/flag" "$tmp/flag.c"
 
+# counted CMD...: runs CMD under perf stat when it can count, leaving the
+# counts in $tmp/stat; counts prints them.
+events=signal:signal_generate,context-switches,syscalls:sys_enter_futex,page-faults
+if perf stat -x, -e "$events" -o /dev/null true >/dev/null 2>&1; then
+	counted() { perf stat -x, -e "$events" -o "$tmp/stat" -- "$@"; }
+else
+	counted() { rm -f "$tmp/stat"; "$@"; }
+fi
+counts() {
+	[ -f "$tmp/stat" ] || return 0
+	awk -F, '/^[0-9]/ { n[$3] = $1 }
+		END { printf "    (%s signals, %s context switches, %s futex calls, %s page faults)\n",
+			n["signal:signal_generate"], n["context-switches"], n["syscalls:sys_enter_futex"], n["page-faults"] }' "$tmp/stat"
+}
+
 a=${CPUS%,*}
 b=${CPUS#*,}
 for r in $(seq 1 "$ROUNDS"); do
@@ -120,10 +143,12 @@ for r in $(seq 1 "$ROUNDS"); do
 	echo "## round $r/$ROUNDS, load $(cut -d' ' -f1-3 /proc/loadavg)"
 	"$tmp/perftest" place -cpus "$CPUS" | sed 's/^/  /'
 	echo "  half round trip, usec:       p50      p99    p99.9      max"
-	"$tmp/flag" "$a" "$b" "$ITERS" | awk '{ printf "  C flag (%s, pinned)     %8.3f %8.3f %8.3f %8.1f\n", "'"$CPUS"'", $1/1e3, $2/1e3, $3/1e3, $4/1e3 }'
+	counted "$tmp/flag" "$a" "$b" "$ITERS" | awk '{ printf "  C flag (%s, pinned)     %8.3f %8.3f %8.3f %8.1f\n", "'"$CPUS"'", $1/1e3, $2/1e3, $3/1e3, $4/1e3 }'
+	counts
 	"$tmp/perftest" place -cpus "$CPUS" -tail "$ITERS" -json |
 		awk -F'[:,]' '/p50_ns/ { p50 = $2 } /p99_ns/ { p99 = $2 } /p99_9_ns/ { p999 = $2 } /max_ns/ { mx = $2 }
 			END { printf "  Go flag (pinned)          %8.3f %8.3f %8.3f %8.1f\n", p50/1e3, p99/1e3, p999/1e3, mx/1e3 }'
-	"$tmp/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" 2>/dev/null |
+	counted "$tmp/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" 2>/dev/null |
 		awk '/^#/ { print "  " $0; next } /^bytes/ { next } { printf "  gofi %s %-6s             %8.3f %8.3f %8.3f   (mean %s)\n", "'"$PROV"'", $1, $3, $5, $6, $7 }'
+	counts
 done
