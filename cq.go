@@ -155,6 +155,34 @@ func (cq *CQ) Sread(entries []CQEntry, timeout time.Duration) (int, error) {
 }
 
 func (cq *CQ) read(entries []CQEntry, timeout time.Duration, block bool) (int, error) {
+	if !block {
+		// Read: the engine's entries converted in this loop, inlined.
+		eng := cq.eng
+		eng.BeginRead()
+		n := 0
+		for n < len(entries) {
+			e := eng.Next()
+			if e == nil {
+				break
+			}
+			if cq.format == CQFormatTagged { // the default: every field
+				// Field by field: a struct literal goes through a stack
+				// temporary and a copy.
+				d := &entries[n]
+				d.Context, d.Flags, d.Len, d.Buf = e.Context, Flags(e.Flags), e.Len, e.Buf
+				d.Data, d.Tag, d.Src = e.Data, e.Tag, Addr(e.Src)
+			} else {
+				cq.convert(&entries[n], e)
+			}
+			eng.Pop()
+			n++
+		}
+		n, c := eng.EndRead(n)
+		if c != 0 {
+			return n, codeErr(c)
+		}
+		return n, nil
+	}
 	i := 0
 	put := func(e *engine.Entry) { cq.convert(&entries[i], e); i++ }
 	var n int

@@ -26,7 +26,36 @@ func TestCQ_SizeRoundsUpToPowerOfTwo(t *testing.T) {
 	}
 }
 
+// readers are the two ways to read a CQ: Read (ReadTo) and the
+// BeginRead/Next/Pop/EndRead loop the root package inlines.
+var readers = []struct {
+	name string
+	read func(cq *CQ, dst []Entry) (int, Code)
+}{
+	{"Read", (*CQ).Read},
+	{"BeginRead", func(cq *CQ, dst []Entry) (int, Code) {
+		cq.BeginRead()
+		n := 0
+		for n < len(dst) {
+			e := cq.Next()
+			if e == nil {
+				break
+			}
+			dst[n] = *e
+			cq.Pop()
+			n++
+		}
+		return cq.EndRead(n)
+	}},
+}
+
 func TestCQ_OverfullQueueKeepsEveryEntryInOrder(t *testing.T) {
+	for _, r := range readers {
+		t.Run(r.name, func(t *testing.T) { overfullInOrder(t, r.read) })
+	}
+}
+
+func overfullInOrder(t *testing.T, read func(*CQ, []Entry) (int, Code)) {
 	cq := NewCQ(4, nil)
 	for i := range 4 {
 		cq.Push(&Entry{Context: i, Len: i})
@@ -43,7 +72,7 @@ func TestCQ_OverfullQueueKeepsEveryEntryInOrder(t *testing.T) {
 	var got []any
 	var buf [3]Entry
 	for {
-		n, c := cq.Read(buf[:])
+		n, c := read(cq, buf[:])
 		for _, e := range buf[:n] {
 			got = append(got, e.Context)
 		}
@@ -64,19 +93,30 @@ func TestCQ_OverfullQueueKeepsEveryEntryInOrder(t *testing.T) {
 	if len(got) != 7 {
 		t.Fatalf("read %d entries, want 7", len(got))
 	}
+	for i, e := range cq.ring {
+		if e.Context != nil {
+			t.Fatalf("slot %d still holds context %v after everything was read", i, e.Context)
+		}
+	}
 }
 
 func TestCQ_ErrorEntryKeepsItsPlaceInOrder(t *testing.T) {
+	for _, r := range readers {
+		t.Run(r.name, func(t *testing.T) { errorInOrder(t, r.read) })
+	}
+}
+
+func errorInOrder(t *testing.T, read func(*CQ, []Entry) (int, Code)) {
 	cq := NewCQ(8, nil)
 	cq.Push(&Entry{Context: "a"})
 	cq.Push(&Entry{Context: "bad", Err: CodeTrunc, OLen: 7})
 	cq.Push(&Entry{Context: "c"})
 	var buf [8]Entry
-	n, c := cq.Read(buf[:])
+	n, c := read(cq, buf[:])
 	if n != 1 || c != 0 || buf[0].Context != "a" {
 		t.Fatalf("first Read = %d, %v, %v; want the entry before the error", n, c, buf[0].Context)
 	}
-	if n, c = cq.Read(buf[:]); n != 0 || c != CodeAvail {
+	if n, c = read(cq, buf[:]); n != 0 || c != CodeAvail {
 		t.Fatalf("Read at an error entry = %d, %v; want 0, CodeAvail", n, c)
 	}
 	e, c := cq.ReadErr()
@@ -86,7 +126,7 @@ func TestCQ_ErrorEntryKeepsItsPlaceInOrder(t *testing.T) {
 	if _, c = cq.ReadErr(); c != CodeAgain {
 		t.Fatalf("second ReadErr = %v; want CodeAgain (head is a success entry)", c)
 	}
-	if n, c = cq.Read(buf[:]); n != 1 || buf[0].Context != "c" {
+	if n, c = read(cq, buf[:]); n != 1 || buf[0].Context != "c" {
 		t.Fatalf("Read after ReadErr = %d, %v, %v", n, c, buf[0].Context)
 	}
 }

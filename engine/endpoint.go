@@ -418,7 +418,9 @@ func (ep *Endpoint) sendEager(peer transport.Peer, a *SendArgs, n int, ctx any) 
 	count(ep.cfg.SendCntr, 0)
 	if cq := ep.cfg.TxCQ; cq != nil && a.Flags&FlagInject == 0 &&
 		(!ep.cfg.TxSelective || a.Flags&FlagCompletion != 0) {
-		cq.Push(&Entry{Context: ctx, Flags: FlagSend | kindFlag(a.Kind)})
+		e := cq.next() // filled in place, every field
+		e.Context, e.Flags, e.Len, e.Buf, e.Data, e.Tag, e.Src = ctx, FlagSend|kindFlag(a.Kind), 0, nil, 0, 0, 0
+		e.Err, e.ProvErrno, e.OLen = 0, 0, 0
 	}
 	return true, 0
 }
@@ -768,22 +770,19 @@ func (ep *Endpoint) completeRx(ri uint32, hdr *transport.Header, src uint64, off
 		count(ep.cfg.RecvCntr, 0)
 	}
 	cq := ep.cfg.RxCQ
-	if cq == nil {
+	if cq == nil || olen == 0 && ep.cfg.RxSelective && op.flags&FlagCompletion == 0 && !(multi && released) {
 		return
 	}
-	e := Entry{Context: op.ctx, Flags: flags, Len: n, Buf: buf, Data: hdr.Data, Src: ep.srcField(src)}
+	var tag uint64
 	if op.kind == transport.KindTagged {
-		e.Tag = hdr.Tag
+		tag = hdr.Tag
 	}
+	e := cq.next() // filled in place, every field
+	e.Context, e.Flags, e.Len, e.Buf, e.Data, e.Tag, e.Src = op.ctx, flags, n, buf, hdr.Data, tag, ep.srcField(src)
+	e.Err, e.ProvErrno, e.OLen = 0, 0, 0
 	if olen > 0 {
 		e.Err, e.OLen = CodeTrunc, olen
-		cq.Push(&e)
-		return
 	}
-	if ep.cfg.RxSelective && op.flags&FlagCompletion == 0 && !(multi && released) {
-		return
-	}
-	cq.Push(&e)
 }
 
 func (ep *Endpoint) startFetch(ri uint32, p transport.Peer, hdr *transport.Header, src, cookie uint64, mt match.Match[uint32]) {
