@@ -107,6 +107,15 @@ type Endpoint struct {
 
 	msgs *match.Matcher[uint32, uint32] // untagged queue: rx op, ux index
 	tags *match.Matcher[uint32, uint32] // tagged queue
+	// fast holds, per matcher (0 untagged, 1 tagged), a plain receive kept
+	// out of it while it is the only one posted there and nothing waits
+	// unexpected: a ping-pong's receive, matched and completed in Arrive
+	// without the matcher's queues or a receive slot. Any other post to
+	// that matcher, a rendezvous or RMA-data arrival it would match,
+	// Cancel and Close move it into the matcher first (spill), so the
+	// matcher's order and semantics hold unchanged.
+	fast   [2]fastRx
+	noFast bool // tests: never hold a receive in fast
 
 	rx     []*rxOp // stable addresses: transports hold slices into them
 	rxFree []uint32
@@ -148,6 +157,24 @@ type Endpoint struct {
 	// quick counts progress passes while the sink waits on shared memory
 	// alone (CollShmWait): seven in eight check only that.
 	quick uint32
+}
+
+// fastRx is a receive held in Endpoint.fast.
+type fastRx struct {
+	ctx         any
+	buf         []byte
+	tag, ignore uint64 // 0, 0 for untagged
+	flags       uint64 // the receive's op flags (FlagCompletion)
+	group       uint32
+	live        bool
+}
+
+// fastIdx is the Endpoint.fast index of a receive or message kind.
+func fastIdx(k transport.Kind) int {
+	if k == transport.KindTagged {
+		return 1
+	}
+	return 0
 }
 
 type rxOp struct {
@@ -570,6 +597,19 @@ func (ep *Endpoint) Recv(a *RecvArgs, ctx any) Code {
 	if ep.nrx >= ep.cfg.RxSize {
 		return CodeAgain
 	}
+	if f := &ep.fast[fastIdx(a.Kind)]; f.live {
+		ep.spill(fastIdx(a.Kind)) // it was posted first
+	} else if !ep.noFast && a.Flags&FlagMultiRecv == 0 && (a.Kind == transport.KindMsg || a.Kind == transport.KindTagged) &&
+		(a.IOV == nil || len(a.IOV) == 1) && (!ep.cfg.DirectedRecv || w.Src == match.AnySource) &&
+		m.Posted() == 0 && m.Unexpected() == 0 {
+		buf := a.Buf
+		if a.IOV != nil {
+			buf = a.IOV[0]
+		}
+		f.ctx, f.buf, f.tag, f.ignore, f.flags, f.group, f.live = ctx, buf, w.Tag, w.Ignore, a.Flags, w.Group, true
+		ep.nrx++
+		return 0
+	}
 	if a.Flags&FlagMultiRecv != 0 {
 		if a.IOV != nil && len(a.IOV) != 1 {
 			return CodeInval // a multi-receive buffer is one contiguous region
@@ -600,6 +640,62 @@ func (ep *Endpoint) Recv(a *RecvArgs, ctx any) Code {
 	}
 	ep.nrx++
 	return 0
+}
+
+// spill moves the receive held in ep.fast[i] into its matcher, as it
+// would have been posted there.
+func (ep *Endpoint) spill(i int) {
+	f := &ep.fast[i]
+	if !f.live {
+		return
+	}
+	kind := transport.KindMsg
+	if i == 1 {
+		kind = transport.KindTagged
+	}
+	ctx := f.ctx
+	ri := ep.newRx(&RecvArgs{Buf: f.buf, Kind: kind, Flags: f.flags}, ctx)
+	w := match.Want{Tag: f.tag, Ignore: f.ignore, Src: match.AnySource, Group: f.group}
+	*f = fastRx{}
+	// Nothing unexpected can match: the queue was empty when the receive
+	// was held, and every later arrival it matched went to it.
+	if msg, found := ep.matcher(kind).PostRecv(match.Recv[uint32]{Want: w, Ctx: ctx, Op: ri}); found {
+		ep.nrx--
+		ep.deliverUx(ri, msg)
+	}
+}
+
+// arriveFast lands an eager message in the held receive f (it matched)
+// and writes its completion, as completeRx does for a plain receive.
+func (ep *Endpoint) arriveFast(f *fastRx, p transport.Peer, hdr *transport.Header, eager []byte) {
+	n := copy(f.buf, eager)
+	olen := len(eager) - n
+	ctx, buf, opFlags := f.ctx, f.buf[:n], f.flags
+	*f = fastRx{}
+	ep.nrx--
+	flags := FlagRecv | kindFlag(hdr.Kind)
+	if hdr.Flags&transport.FlagRemoteData != 0 {
+		flags |= FlagRemoteCQData
+	}
+	if olen > 0 {
+		count(ep.cfg.RecvCntr, CodeTrunc)
+	} else {
+		count(ep.cfg.RecvCntr, 0)
+	}
+	cq := ep.cfg.RxCQ
+	if cq == nil || olen == 0 && ep.cfg.RxSelective && opFlags&FlagCompletion == 0 {
+		return
+	}
+	var tag uint64
+	if hdr.Kind == transport.KindTagged {
+		tag = hdr.Tag
+	}
+	e := cq.next() // filled in place, every field
+	e.Context, e.Flags, e.Len, e.Buf, e.Data, e.Tag, e.Src = ctx, flags, n, buf, hdr.Data, tag, ep.srcField(ep.source(p))
+	e.Err, e.ProvErrno, e.OLen = 0, 0, 0
+	if olen > 0 {
+		e.Err, e.OLen = CodeTrunc, olen
+	}
 }
 
 func (ep *Endpoint) matcher(k transport.Kind) *match.Matcher[uint32, uint32] {
@@ -835,6 +931,8 @@ func (ep *Endpoint) fetchDone(fi uint32, n int, c Code, freeRx bool) {
 func (ep *Endpoint) Cancel(ctx any) Code {
 	ep.ser.Lock()
 	defer ep.ser.Unlock()
+	ep.spill(0)
+	ep.spill(1)
 	for _, m := range [2]*match.Matcher[uint32, uint32]{ep.tags, ep.msgs} {
 		mt, ok := m.Cancel(ctx)
 		if !ok {
@@ -869,6 +967,14 @@ func (ep *Endpoint) Arrive(p transport.Peer, hdr *transport.Header, eager []byte
 	}
 	if hdr.Kind == transport.KindColl {
 		return ep.collArrive(p, hdr, eager, cookie)
+	}
+	if f := &ep.fast[fastIdx(hdr.Kind)]; f.live && hdr.Group == f.group &&
+		(hdr.Kind != transport.KindTagged || (hdr.Tag^f.tag)&^f.ignore == 0) {
+		if eager != nil && (hdr.Kind == transport.KindMsg || hdr.Kind == transport.KindTagged) {
+			ep.arriveFast(f, p, hdr, eager)
+			return true
+		}
+		ep.spill(fastIdx(hdr.Kind)) // the general path below takes it
 	}
 	m := ep.matcher(hdr.Kind)
 	src := ep.source(p)
@@ -1003,6 +1109,8 @@ func (ep *Endpoint) Close() Code {
 		return 0
 	}
 	ep.closed = true
+	ep.spill(0)
+	ep.spill(1)
 	ep.failDeferred(CodeCanceled)
 	if ep.coll != nil {
 		ep.coll.CollClose()
