@@ -77,9 +77,12 @@ type Counter interface {
 
 // count adds one completion, failed when c != 0, to counter k.
 func count(k Counter, c Code) {
-	if k == nil {
-		return
+	if k != nil {
+		countIn(k, c)
 	}
+}
+
+func countIn(k Counter, c Code) {
 	if c != 0 {
 		k.AddErr(1)
 	} else {
