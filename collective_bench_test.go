@@ -52,3 +52,32 @@ func BenchmarkCollOneDriver(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCollWaitPass measures one pass of a rank waiting for a 2-rank
+// barrier over shared memory: a CQ read that finds the other rank not
+// arrived. Half a pass is what a spinning rank adds, on average, to the
+// time it takes to see the other's arrival.
+func BenchmarkCollWaitPass(b *testing.B) {
+	b.Setenv(shm.DirEnv, b.TempDir())
+	rs := openCollRanks(b, "shm", 2)
+	joinAll(b, rs)
+	var es [1]CQEntry
+	if err := rs[0].ep.Barrier(rs[0].mc.Addr(), nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := rs[0].txcq.Read(es[:]); err != ErrAgain {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if err := rs[1].ep.Barrier(rs[1].mc.Addr(), nil); err != nil {
+		b.Fatal(err)
+	}
+	for _, r := range rs {
+		if _, err := r.waitColl(waitLimit); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

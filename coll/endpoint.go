@@ -358,7 +358,7 @@ func (e *Endpoint) CollPeerDown(p transport.Peer, c engine.Code) {
 // CollProgress sends what waited for room, runs the locals and next rounds
 // of groups whose transfers completed, and polls shared-memory steps.
 func (e *Endpoint) CollProgress() bool {
-	did := e.unblock()
+	did := len(e.blocked) > 0 && e.unblock()
 	if e.shmPoll() {
 		did = true
 	}
@@ -370,7 +370,7 @@ func (e *Endpoint) CollProgress() bool {
 	}
 	// What the rounds run just now failed or blocked goes out before the
 	// caller sees the completions (and perhaps stops progressing).
-	if e.unblock() {
+	if len(e.blocked) > 0 && e.unblock() {
 		did = true
 	}
 	// The watch looks at the clock every 4096 passes, or every 64 while a
@@ -535,26 +535,66 @@ func (e *Endpoint) rewatch() {
 	}
 	// Only what changes is stored: a store here is a locked instruction,
 	// and a rank lists and unlists its group on every collective.
-	set := func(i int, r *region) {
-		if e.watch[i].Load() != r {
-			e.watch[i].Store(r)
-		}
-	}
 	n := 0
 	for _, g := range e.shmActive {
 		if r := g.region; r != nil && r.mem != nil && r.ph > 0 {
-			if n < len(e.watch) {
-				set(n, r)
+			if n < len(e.watch) && e.watch[n].Load() != r {
+				e.watch[n].Store(r)
 			}
 			n++
 		}
 	}
 	for i := n; i < len(e.watch); i++ {
-		set(i, nil)
+		if e.watch[i].Load() != nil {
+			e.watch[i].Store(nil)
+		}
 	}
 	if all := n > len(e.watch); e.watchAll.Load() != all {
 		e.watchAll.Store(all)
 	}
+}
+
+// watchOn adds the region of a group that starts waiting to the watch:
+// what rewatch would do, without going over every waiting group (a rank
+// lists its group and takes it off again on every collective).
+func (e *Endpoint) watchOn(r *region) {
+	if e.ringer == nil || r == nil || r.mem == nil || r.ph == 0 {
+		return
+	}
+	free := -1
+	for i := range e.watch {
+		switch e.watch[i].Load() {
+		case r:
+			return
+		case nil:
+			if free < 0 {
+				free = i
+			}
+		}
+	}
+	if free < 0 {
+		e.watchAll.Store(true)
+		return
+	}
+	e.watch[free].Store(r)
+}
+
+// watchOff takes the region of a group that stopped waiting off the
+// watch; false when more groups waited than the watch holds (the caller
+// then runs rewatch once the list is updated).
+func (e *Endpoint) watchOff(r *region) bool {
+	if e.ringer == nil || r == nil {
+		return true
+	}
+	if e.watchAll.Load() {
+		return false
+	}
+	for i := range e.watch {
+		if e.watch[i].Load() == r {
+			e.watch[i].Store(nil)
+		}
+	}
+	return true
 }
 
 // unwatch takes region r off the watch before it is unmapped, and waits

@@ -514,7 +514,8 @@ func (g *Group) complete(c engine.Code) {
 	}
 	switch {
 	case g.inflight == 0 && g.oneStep:
-		g.pl.acts[0].shm = shmStep{} // kept for the next one-step operation; drop the buffers
+		st := &g.pl.acts[0].shm // kept for the next one-step operation; drop the buffers
+		st.in, st.out = nil, nil
 	case g.inflight == 0:
 		g.pl.reset()
 	default:
@@ -524,7 +525,7 @@ func (g *Group) complete(c engine.Code) {
 	}
 	g.running, g.round = false, -1
 	g.sh.act, g.sh.st, g.sh.acc = -1, nil, nil
-	*o = opState{}
+	o.ctx, o.Buf, o.Result = nil, nil, nil // the rest is rewritten by Post
 	g.qHead = (g.qHead + 1) % qCap
 	g.qLen--
 	g.e.eng.CollComplete(ctx, flags, c)

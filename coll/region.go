@@ -205,13 +205,34 @@ func (r *region) area(set int) []byte {
 	return r.mem[off : off+(r.n+1)*r.slot : off+(r.n+1)*r.slot]
 }
 
-// arrive enters the next phase: what this rank wrote for it is published.
-func (r *region) arrive() {
+// enter starts the next phase: this rank writes what it contributes to
+// it next (buffer set ph&1, its check word and inline data), then
+// publishes its arrival.
+func (r *region) enter() {
 	r.ph++
 	r.scan = 0
-	r.wph.Store(r.ph)
-	r.arriveWord(r.me, r.ph).Store(r.ph)
+	r.wph.Store(r.ph) // before the shared line is written: this store is a locked one
 }
+
+// publish stores this rank's arrival at its phase, after what it wrote
+// for the phase (storeRel: a plain store where the CPU keeps stores in
+// order, so the rank does not stall until the line is its own; the
+// others' loads see the writes before it). The store is not ordered
+// before this rank's later loads: shmAdvance fences before it concludes
+// that another rank is missing (see there).
+func (r *region) publish() { storeRel(r.arriveWord(r.me, r.ph), r.ph) }
+
+// arrive enters the next phase and publishes it at once, ordered before
+// every later load.
+func (r *region) arrive() {
+	r.enter()
+	r.publish()
+	r.fence()
+}
+
+// fence orders this rank's earlier stores (its arrival) before its later
+// loads: a locked read-modify-write of a word of its own.
+func (r *region) fence() { r.wph.Add(0) }
 
 // ready reports whether every local rank has arrived at my phase or a
 // rank aborted: the wait condition's test of a watched region. It runs

@@ -199,7 +199,13 @@ func (g *Group) startOneStep(o *opState) bool {
 		g.oneStep = true
 	}
 	a := &p.acts[0]
-	a.shm, a.done = shmStepOf(o, kind), false
+	a.done = false
+	st := &a.shm // field by field: cheaper than a whole new step
+	st.kind, st.t, st.op, st.root, st.count, st.check = kind, o.Type, o.Op, o.Root, o.Count, o.check
+	st.in, st.out = o.Buf, o.Result
+	if kind == shmBcast {
+		st.out = o.Buf
+	}
 	g.fn = nil
 	g.running, g.round, g.pending = true, 0, 1
 	g.startShm(0)
@@ -281,7 +287,7 @@ func (g *Group) shmList() {
 		if g.e.poker != nil {
 			g.e.poker.WaitPokes(1)
 		}
-		g.e.rewatch()
+		g.e.watchOn(g.region)
 	}
 }
 
@@ -324,11 +330,23 @@ func (g *Group) shmAdvance() bool {
 	for {
 		fresh := false
 		if !s.waiting {
+			r.enter()
 			g.shmPre()
-			r.arrive()
+			r.publish()
 			s.waiting, fresh = true, true
 		}
-		if !r.arrived() {
+		ok := r.arrived()
+		if !ok && fresh {
+			// Two ranks arriving together may each load the other's
+			// word before its own store is visible, and then neither
+			// knows it is the last, whose pokes wake ranks asleep in
+			// Sread. After a fence at least one of them sees the other
+			// (the first to arrive fences; the last, who sees everyone
+			// at once, fences in its poke).
+			r.fence()
+			ok = r.arrived()
+		}
+		if !ok {
 			if c := r.aborted(); c != 0 {
 				g.remoteAbort(c)
 				return true
@@ -381,7 +399,24 @@ func (e *Endpoint) shmPoll() bool {
 	if len(e.shmActive) == 0 {
 		return false
 	}
-	did := false
+	did, recount := false, false
+	if len(e.shmActive) == 1 {
+		// One group waits (the usual case): its step is looked at again
+		// in a short loop of loads of the others' arrive words before
+		// progress returns, so a rank spinning on its CQ sees the last
+		// arrival within a few nanoseconds rather than within one pass
+		// through the CQ and the endpoint.
+		g := e.shmActive[0]
+		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
+			did = g.shmAdvance()
+			if g.sh.act >= 0 && g.failed == 0 && g.shmSpin() {
+				did = g.shmAdvance() || did
+			}
+		}
+		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
+			return did
+		}
+	}
 	k := 0
 	for _, g := range e.shmActive {
 		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
@@ -390,21 +425,52 @@ func (e *Endpoint) shmPoll() bool {
 			}
 		}
 		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
-			e.shmActive[k] = g
+			if k < len(e.shmActive) && e.shmActive[k] != g {
+				e.shmActive[k] = g
+			}
 			k++
 		} else {
 			g.sh.listed = false
 			if e.poker != nil {
 				e.poker.WaitPokes(-1)
 			}
+			if !e.watchOff(g.region) {
+				recount = true
+			}
 		}
 	}
 	if k < len(e.shmActive) {
 		clear(e.shmActive[k:])
 		e.shmActive = e.shmActive[:k]
-		e.rewatch()
+		if recount {
+			e.rewatch()
+		}
 	}
 	return did
+}
+
+// ShmSpin bounds the loads of the arrive words with which progress looks
+// again at the step of the one group waiting in a shared-memory step
+// before it returns (0: none). Each is a load of a cache line the other
+// ranks write once per phase: a pass of CQ.Read over the CQ, the
+// endpoint and the transport costs about as much as 100 of them, and a
+// rank spinning on its CQ sees an arrival only where its pass looks. A
+// variable for benchmarks.
+var ShmSpin = 64
+
+// shmSpin re-checks whether the others arrived at the waiting phase, up
+// to ShmSpin times; true when they have (shmAdvance then goes on).
+func (g *Group) shmSpin() bool {
+	r := g.region
+	if !g.sh.waiting || r == nil || r.mem == nil || g.sh.st == nil || g.sh.st.kind == shmAttach {
+		return false
+	}
+	for i := 0; i < ShmSpin; i++ {
+		if r.arrived() {
+			return true
+		}
+	}
+	return false
 }
 
 // load writes elements of the caller's datatype into dst in the
@@ -436,9 +502,9 @@ func span(k, chunk, n int) (int, int) {
 func (g *Group) shmPre() {
 	s, r := &g.sh, g.region
 	st := s.st
-	set := int(r.ph+1) & 1 // the phase about to be entered
+	set := int(r.ph) & 1 // the phase entered (not published yet)
 	if s.k == 0 {
-		r.checkWord(r.me, set).Store(st.check)
+		storeRel(r.checkWord(r.me, set), st.check)
 	}
 	me, n := r.me, r.n
 	switch st.kind {
