@@ -40,6 +40,7 @@ func runAtomicBench(args []string, stdout, stderr io.Writer) int {
 	window := fs.Int("w", 64, "operations in flight for the rate test")
 	alloc := fs.Bool("alloc", true, "target region from AllocMR (shm peers map it); false: RegMR on Go memory")
 	spin := fs.Bool("target-spin", false, "the target polls its CQ in a loop (as libfabric's target must for its progress); default: it makes no gofi call")
+	tests := fs.String("tests", "fetch-add,cswap,rate", "the `tests` to run, comma-separated (a subset isolates one for perf stat)")
 	target := fs.Bool(atomicTargetArg[1:], false, "internal: be the target process")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -57,7 +58,7 @@ func runAtomicBench(args []string, stdout, stderr io.Writer) int {
 	if *iters < 10 || *window < 1 {
 		return usageErr(stderr, "atomic", errors.New("-n at least 10, -w at least 1"))
 	}
-	if err := atomicInitiator(*prov, *alloc, *spin, *iters, *window, stdout, stderr); err != nil {
+	if err := atomicInitiator(*prov, *alloc, *spin, *iters, *window, strings.Split(*tests, ","), stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "perftest atomic: %v\n", err)
 		return 1
 	}
@@ -143,7 +144,7 @@ func atomicTarget(prov string, alloc, spin bool, stdout io.Writer) error {
 	return nil
 }
 
-func atomicInitiator(prov string, alloc, spin bool, iters, window int, stdout, stderr io.Writer) error {
+func atomicInitiator(prov string, alloc, spin bool, iters, window int, tests []string, stdout, stderr io.Writer) error {
 	name, key, stop, err := startTarget([]string{"atomic", "-p", prov, "-alloc=" + strconv.FormatBool(alloc), "-target-spin=" + strconv.FormatBool(spin), atomicTargetArg}, stderr)
 	if err != nil {
 		return err
@@ -164,6 +165,9 @@ func atomicInitiator(prov string, alloc, spin bool, iters, window int, stdout, s
 	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, target %s, load %s\n", prov, map[bool]string{true: "AllocMR", false: "RegMR"}[alloc],
 		targetDoes(spin), loadavg())
 	for _, op := range []string{"fetch-add", "cswap"} {
+		if !slices.Contains(tests, op) {
+			continue
+		}
 		t, err := b.latency(op, iters)
 		if err != nil {
 			return err
@@ -171,11 +175,13 @@ func atomicInitiator(prov string, alloc, spin bool, iters, window int, stdout, s
 		slices.Sort(t)
 		fmt.Fprintf(stdout, "%s %.3f %.3f\n", op, t[len(t)/2], t[len(t)*99/100])
 	}
-	rate, err := b.rate(5*iters, window)
-	if err != nil {
-		return err
+	if slices.Contains(tests, "rate") {
+		rate, err := b.rate(5*iters, window)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "rate %.0f\n", rate)
 	}
-	fmt.Fprintf(stdout, "rate %.0f\n", rate)
 	printPlacement(stdout, place, probeLocal())
 	return nil
 }

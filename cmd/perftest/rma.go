@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gofi-dev/fi"
@@ -41,6 +42,7 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 	alloc := fs.Bool("alloc", false, "target region from AllocMR (shm peers map it); false: RegMR on Go memory")
 	spin := fs.Bool("target-spin", false, "the target polls its CQ in a loop (as libfabric's target must for its progress); default: it makes no gofi call")
 	jsonOut := fs.String("json", "", "also write the results as JSON to `file`")
+	tests := fs.String("tests", "write-lat,read-lat,write-bw,read-bw", "the `tests` to run, comma-separated (a subset isolates one for perf stat)")
 	target := fs.Bool(rmaTargetArg[1:], false, "internal: be the target process")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -63,7 +65,7 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 	if *iters < 10 || *window < 1 || maxSize < 1 {
 		return usageErr(stderr, "rma", errors.New("-n at least 10, -w at least 1, sizes at least 1"))
 	}
-	if err := rmaInitiator(*prov, *sizesArg, sizes, *alloc, *spin, *iters, *window, *jsonOut, stdout, stderr); err != nil {
+	if err := rmaInitiator(*prov, *sizesArg, sizes, *alloc, *spin, *iters, *window, *jsonOut, strings.Split(*tests, ","), stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "perftest rma: %v\n", err)
 		return 1
 	}
@@ -104,7 +106,7 @@ type rmaReport struct {
 	Results    []rmaRecord `json:"results"`
 }
 
-func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, window int, jsonOut string, stdout, stderr io.Writer) error {
+func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, window int, jsonOut string, tests []string, stdout, stderr io.Writer) error {
 	name, key, stop, err := startTarget([]string{"rma", "-p", prov, "-s", sizesArg, "-alloc=" + strconv.FormatBool(alloc),
 		"-target-spin=" + strconv.FormatBool(spin), rmaTargetArg}, stderr)
 	if err != nil {
@@ -135,6 +137,9 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, w
 	for _, size := range sizes {
 		n := max(10, min(iters, iters*4096/max(size, 1)))
 		for _, test := range []string{"write-lat", "read-lat"} {
+			if !slices.Contains(tests, test) {
+				continue
+			}
 			t, err := b.latency(test == "read-lat", size, n)
 			if err != nil {
 				return fmt.Errorf("%s %d: %w", test, size, err)
@@ -145,6 +150,9 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, w
 			fmt.Fprintf(stdout, "%s %d %.3f %.3f\n", test, size, r.Value, r.P99)
 		}
 		for _, test := range []string{"write-bw", "read-bw"} {
+			if !slices.Contains(tests, test) {
+				continue
+			}
 			total := max(4*window, min(20*iters, (256<<20)/max(size, 1)))
 			v, err := b.bandwidth(test == "read-bw", size, total, window)
 			if err != nil {
