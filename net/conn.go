@@ -86,6 +86,7 @@ type tconn struct {
 	qh       int
 	queued   int // bytes copied into q (the high-water mark counts these)
 	hbuf     [hdrSize]byte
+	cbuf     [hdrSize]byte // a CREDIT frame riding in front of a write (writeDirect)
 	iovs     []unix.Iovec
 	trunc    [][]byte
 	rmaHdr   [hdrSize + rma.MaxReqHeader]byte // an RMA request's headers (rma.go)
@@ -122,8 +123,21 @@ type outEntry struct {
 }
 
 // writeDirect writes hdr and iov with one writev. The peer's mu is held.
+// Receive-window credit the peer is owed rides in front (a CREDIT frame
+// in the same writev, see creditLocked); the count returned is of hdr and
+// iov's bytes only. When the socket took part of the CREDIT frame alone,
+// its rest is queued and writeDirect reports EAGAIN: the caller queues
+// its frame behind it.
 func (tc *tconn) writeDirect(hdr []byte, iov [][]byte) (int, error) {
 	v := tc.iovs[:0]
+	p := tc.peer
+	cred := 0
+	if p != nil && p.tx == tc && p.owed >= p.t.creditSoon() {
+		f := frame{op: opCredit, length: uint64(p.owed)}
+		putHeader(tc.cbuf[:], &f)
+		v = append(v, iovec(tc.cbuf[:]))
+		cred = hdrSize
+	}
 	v = append(v, iovec(hdr))
 	for _, b := range iov {
 		if len(b) > 0 {
@@ -133,7 +147,16 @@ func (tc *tconn) writeDirect(hdr []byte, iov [][]byte) (int, error) {
 	n, err := writev(tc.fd, v)
 	clear(v) // drop the references to the buffers
 	tc.iovs = v[:0]
-	return n, err
+	if cred == 0 || n <= 0 {
+		return n, err
+	}
+	p.recvUsed -= p.owed // the CREDIT frame is (or its rest will be) on the wire
+	p.owed = 0
+	if n < cred {
+		tc.enqueueCopy(tc.cbuf[:], nil, n, 0, false)
+		return 0, unix.EAGAIN
+	}
+	return n - cred, err
 }
 
 func iovec(b []byte) unix.Iovec {

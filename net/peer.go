@@ -430,8 +430,8 @@ func truncIOV(tc *tconn, iov [][]byte, want uint64) [][]byte {
 	return out
 }
 
-// returnCredit counts an accepted message and sends credit back once a
-// quarter of the window has been consumed.
+// returnCredit counts an accepted message and returns credit
+// (creditLocked).
 func (p *peer) returnCredit(epoch uint32, cost int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -441,18 +441,31 @@ func (p *peer) returnCredit(epoch uint32, cost int) {
 	p.creditLocked(int64(cost))
 }
 
-// creditLocked counts n bytes consumed and sends credit back once a
-// quarter of the window has been. The peer's mu is held.
+// creditLocked counts n bytes consumed and returns credit to the peer.
+// The peer's mu is held.
+//
+// From a quarter of the window consumed, the credit rides in front of the
+// next frame this side writes to the peer (writeDirect): in a ping-pong
+// of 64 KiB pushes a CREDIT frame of its own, every fourth message, cost
+// the receiver a writev before it could answer and the sender a read of
+// its own (perf stat: writev per message 1.25 on each side). Only a side
+// that sends the peer nothing while it consumed half the window writes
+// one: the peer then still has half its window to send in, so it never
+// waits for credit that is held back for a ride.
 func (p *peer) creditLocked(n int64) {
 	p.owed += n
-	if p.owed < int64(p.t.cfg.Window)/4 {
+	if p.owed < int64(p.t.cfg.Window)/2 {
 		return
 	}
 	f := frame{op: opCredit, length: uint64(p.owed)}
 	p.recvUsed -= p.owed
 	p.owed = 0
+	p.t.creditFrames.Add(1)
 	p.controlLocked(&f)
 }
+
+// creditSoon is the credit owed from which it rides on the next write.
+func (t *Transport) creditSoon() int64 { return int64(t.cfg.Window) / 4 }
 
 // hold keeps a refused record (engine's goroutine only).
 func (p *peer) hold(rec []byte) {

@@ -315,3 +315,40 @@ func TestPush_UnexpectedOutlivesTheSender(t *testing.T) {
 		t.Fatalf("Fetch after the sender closed: done %v n %d code %d equal %v", done, n, c, bytes.Equal(dst, pattern(size, 7)))
 	}
 }
+
+// Credit owed for a quarter of the window rides in front of the next frame
+// the receiver writes to the sender (no CREDIT frame of its own), and the
+// sender gets its whole window back with it.
+func TestPush_CreditRidesOnTheAnswer(t *testing.T) {
+	a, b, as, bs, p := parkedPair(t, Config{})
+	const size = 64 << 10
+	n := int(a.cfg.Window)/4/size + 1 // past a quarter, short of a half
+	for i := range n {
+		bs.posted = append(bs.posted, make([]byte, size))
+		if sendAll(t, a, as, b, bs, p, &transport.Header{Kind: transport.KindMsg, Len: size}, pattern(size, byte(i)), transport.Op(10+i)) {
+			as.sendDone[transport.Op(10+i)] = transport.OK
+		}
+	}
+	pollUntil(t, "the messages", func() bool { return len(bs.got) == n && !bs.pending() }, b, bs, a, as)
+	pa := a.peer(p)
+	q, _ := b.Resolve(a.Name())
+	pb := b.peer(q)
+	pb.mu.Lock()
+	owed := pb.owed
+	pb.mu.Unlock()
+	if owed < b.creditSoon() {
+		t.Fatalf("receiver owes %d bytes of credit after %d messages, want at least %d held for a ride", owed, n, b.creditSoon())
+	}
+	frames := b.creditFrames.Load()
+	if sendAll(t, b, bs, a, as, q, &transport.Header{Kind: transport.KindMsg, Len: 8}, pattern(8, 9), 99) {
+		bs.sendDone[99] = transport.OK
+	}
+	pollUntil(t, "the credit", func() bool {
+		pa.mu.Lock()
+		defer pa.mu.Unlock()
+		return pa.credit == pa.peerWindow
+	}, a, as, b, bs)
+	if got := b.creditFrames.Load(); got != frames {
+		t.Fatalf("the receiver wrote %d CREDIT frames of their own", got-frames)
+	}
+}

@@ -161,30 +161,31 @@ type Transport struct {
 	sink    transport.Sink // the last Poll's sink, for Close
 
 	// Owner polling (own.go).
-	own         sync.Mutex // held by Poll while it reads sockets itself
-	pmu         sync.Mutex // pstate, pch
-	pstate      int
-	pch         chan struct{} // release token to the parked task (cap 1)
-	ptimer      *time.Timer   // the parked task's tick (loop goroutine only)
-	spin        spinner       // the loop's busy-poll (spin.go; loop goroutine only)
-	parkFn      gnet.Runnable
-	parkW       int // our end of the park socket (own.go), -1 before startPark
-	parked      atomic.Bool
-	parks       atomic.Int64 // times the loop was borrowed (tests)
-	ticks       atomic.Int64 // times a parked loop ran its queue (tests)
-	idled       atomic.Int64 // times a parked loop was handed back for lack of Polls (tests)
-	ownPolls    uint64       // Polls of a parked loop (under own)
-	tickPolls   uint64       // ownPolls at the parked loop's last tick (loop, under own)
-	idleTicks   int          // ticks in a row without a Poll (loop, under own)
-	handshakes  atomic.Int32 // connections opened, not yet ready or closed
-	retired     atomic.Int32 // duplicate connections retired (tests)
-	pushes      atomic.Int64 // PUSH frames received (tests)
-	pushDirect  atomic.Int64 // of them, read straight into the engine's buffers (tests)
-	arrivedNow  atomic.Int64 // EAGER and RTS frames handed over from inside the decoder (tests)
-	wantRelease atomic.Bool
-	el          atomic.Pointer[evLoop] // the loop, once a connection opened
-	emptyPolls  int
-	owned       []*tconn
+	own          sync.Mutex // held by Poll while it reads sockets itself
+	pmu          sync.Mutex // pstate, pch
+	pstate       int
+	pch          chan struct{} // release token to the parked task (cap 1)
+	ptimer       *time.Timer   // the parked task's tick (loop goroutine only)
+	spin         spinner       // the loop's busy-poll (spin.go; loop goroutine only)
+	parkFn       gnet.Runnable
+	parkW        int // our end of the park socket (own.go), -1 before startPark
+	parked       atomic.Bool
+	parks        atomic.Int64 // times the loop was borrowed (tests)
+	creditFrames atomic.Int64 // CREDIT frames written on their own (tests)
+	ticks        atomic.Int64 // times a parked loop ran its queue (tests)
+	idled        atomic.Int64 // times a parked loop was handed back for lack of Polls (tests)
+	ownPolls     uint64       // Polls of a parked loop (under own)
+	tickPolls    uint64       // ownPolls at the parked loop's last tick (loop, under own)
+	idleTicks    int          // ticks in a row without a Poll (loop, under own)
+	handshakes   atomic.Int32 // connections opened, not yet ready or closed
+	retired      atomic.Int32 // duplicate connections retired (tests)
+	pushes       atomic.Int64 // PUSH frames received (tests)
+	pushDirect   atomic.Int64 // of them, read straight into the engine's buffers (tests)
+	arrivedNow   atomic.Int64 // EAGER and RTS frames handed over from inside the decoder (tests)
+	wantRelease  atomic.Bool
+	el           atomic.Pointer[evLoop] // the loop, once a connection opened
+	emptyPolls   int
+	owned        []*tconn
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
