@@ -375,7 +375,7 @@ func (e *Endpoint) CollProgress() bool {
 	}
 	// The watch looks at the clock every 4096 passes, or every 64 while a
 	// shared-memory step waits (its passes may each sleep in Sread).
-	if e.polls++; len(e.groups) > 0 && (e.polls&4095 == 0 || e.polls&63 == 0 && len(e.shmActive) > 0) {
+	if e.polls++; (e.polls&4095 == 0 || e.polls&63 == 0 && len(e.shmActive) > 0) && len(e.groups) > 0 {
 		now := time.Now()
 		for _, g := range e.groups {
 			g.watch(now)

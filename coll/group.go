@@ -45,8 +45,10 @@ const (
 )
 
 // qCap bounds the collectives one group queues (posting more returns
-// CodeAgain until some complete).
+// CodeAgain until some complete). A power of two: indexes wrap with a mask.
 const qCap = 64
+
+var _ = [1]struct{}{}[qCap&(qCap-1)] // fails to compile unless qCap is a power of two
 
 type opState struct {
 	Args
@@ -186,7 +188,7 @@ func (g *Group) Post(a *Args, ctx any) engine.Code {
 	case g.qLen == qCap:
 		return engine.CodeAgain
 	}
-	o := &g.q[(g.qHead+g.qLen)%qCap]
+	o := &g.q[(g.qHead+g.qLen)&(qCap-1)]
 	op := a.Op
 	if a.Coll != dtype.Allreduce && a.Coll != dtype.Reduce && a.Coll != dtype.ReduceScatter {
 		op = dtype.Noop
@@ -526,7 +528,7 @@ func (g *Group) complete(c engine.Code) {
 	g.running, g.round = false, -1
 	g.sh.act, g.sh.st, g.sh.acc = -1, nil, nil
 	o.ctx, o.Buf, o.Result = nil, nil, nil // the rest is rewritten by Post
-	g.qHead = (g.qHead + 1) % qCap
+	g.qHead = (g.qHead + 1) & (qCap - 1)
 	g.qLen--
 	g.e.eng.CollComplete(ctx, flags, c)
 	if g.qLen > 0 {
@@ -571,7 +573,7 @@ func (g *Group) drainFailed() {
 		o := g.head()
 		ctx := o.ctx
 		*o = opState{}
-		g.qHead = (g.qHead + 1) % qCap
+		g.qHead = (g.qHead + 1) & (qCap - 1)
 		g.qLen--
 		g.e.eng.CollComplete(ctx, 0, g.failed)
 	}

@@ -125,7 +125,9 @@ type region struct {
 	ph   uint64 // my phase: the last one I arrived at
 	scan int    // local ranks below scan are known to have arrived at ph
 	srcs [][]byte
-	wph  atomic.Uint64 // ph, for the transport's wait condition (ready)
+	arr  [2][]*atomic.Uint64 // per parity, per local rank: arrive words (index)
+	chk  [2][]*atomic.Uint64 // and check words
+	wph  atomic.Uint64       // ph, for the transport's wait condition (ready)
 }
 
 // NodeKey identifies this process's shared-memory domain: the boot, the
@@ -178,12 +180,22 @@ func (r *region) u32(off int) *atomic.Uint32 {
 // parity: it holds ph once i arrived at ph (a rank is never more than one
 // phase ahead of another, so the word of the other parity is enough for
 // the phase before or after).
-func (r *region) arriveWord(i int, ph uint64) *atomic.Uint64 {
-	return r.u64(regionHdr + i*ctrlLine + int(ph&1)*64)
-}
+func (r *region) arriveWord(i int, ph uint64) *atomic.Uint64 { return r.arr[ph&1][i] }
 
-func (r *region) checkWord(i, set int) *atomic.Uint64 {
-	return r.u64(regionHdr + i*ctrlLine + set*64 + 8)
+func (r *region) checkWord(i, set int) *atomic.Uint64 { return r.chk[set&1][i] }
+
+// index finds every rank's arrive and check words in the mapping, once
+// (attachArrive, before the region is used or watched): the hot paths
+// then load through a pointer instead of slicing the mapping.
+func (r *region) index() {
+	for s := range r.arr {
+		r.arr[s] = make([]*atomic.Uint64, r.n)
+		r.chk[s] = make([]*atomic.Uint64, r.n)
+		for i := range r.n {
+			r.arr[s][i] = r.u64(regionHdr + i*ctrlLine + s*64)
+			r.chk[s][i] = r.u64(regionHdr + i*ctrlLine + s*64 + 8)
+		}
+	}
 }
 
 // inline returns local rank i's inline data for buffer set.
@@ -488,6 +500,7 @@ func (g *Group) attachArrive() bool {
 	r := g.region
 	fresh := false
 	if r.ph == 0 {
+		r.index()
 		r.arrive()
 		fresh = true
 		g.e.rewatch() // mapped and waiting: the wait condition may read it now

@@ -235,6 +235,10 @@ func (g *Group) startShm(i int) {
 func (g *Group) shmPlan() {
 	s, r := &g.sh, g.region
 	st := s.st
+	if st.kind == shmBarrier {
+		s.K = 1
+		return
+	}
 	s.t = st.t
 	s.es = st.t.Size()
 	wt := Widen(st.t)

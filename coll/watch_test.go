@@ -14,6 +14,7 @@ func (s *ringerStub) SetWaitCond(cond func() bool) { s.cond = cond }
 
 func watchedGroup(e *Endpoint, n int) (*Group, *region) {
 	r := &region{n: n, mem: make([]byte, regionHdr+ctrlBytes(n))}
+	r.index()
 	return &Group{e: e, region: r}, r
 }
 
