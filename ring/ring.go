@@ -198,6 +198,27 @@ func (r *Ring) Publish() {
 	}
 }
 
+// CommitPublish is Commit followed by Publish, in one call: the reserved
+// record, with the given type and payload length n, and every record
+// committed before it become visible to the consumer.
+func (r *Ring) CommitPublish(typ uint16, n int) error {
+	if r.p.resv < 0 || uint(n) > uint(r.p.resv) {
+		return ErrNotReserved
+	}
+	pos := r.p.tail
+	end := pos + RecordHeader + align8(uint64(n))
+	off, w := pos&r.mask, header(uint64(n), typ, kindData)
+	r.putHdr(end&r.mask, 0)
+	if pos != r.p.pub { // committed records wait: this one goes behind them
+		r.putHdr(off, w)
+		off, w = r.p.pub&r.mask, r.p.first
+	}
+	r.hdr(off).Store(w)
+	r.p.tail, r.p.pub, r.p.resv = end, end, -1
+	r.storeHint()
+	return nil
+}
+
 // storeHint stores the published position to the shared tail word once
 // the producer has moved a quarter of the ring past the last store. No one
 // polls that word (the consumer polls headers): it tells Attach and Len

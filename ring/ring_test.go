@@ -228,6 +228,21 @@ func TestCommit_MisuseReturnsErrNotReserved(t *testing.T) {
 	if err := r.Commit(1, 4); err != ring.ErrNotReserved {
 		t.Fatalf("second Commit = %v", err)
 	}
+	if err := r.CommitPublish(1, 0); err != ring.ErrNotReserved {
+		t.Fatalf("CommitPublish without Reserve = %v", err)
+	}
+	if _, err := r.Reserve(8); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CommitPublish(1, 9); err != ring.ErrNotReserved {
+		t.Fatalf("CommitPublish beyond reservation = %v", err)
+	}
+	if err := r.CommitPublish(1, 8); err != nil {
+		t.Fatalf("CommitPublish: %v", err)
+	}
+	if err := r.CommitPublish(1, 8); err != ring.ErrNotReserved {
+		t.Fatalf("second CommitPublish = %v", err)
+	}
 }
 
 func TestShortBuffer_RecordStaysInRing(t *testing.T) {
@@ -305,11 +320,21 @@ func TestProperty_RandomOpsMatchModel(t *testing.T) {
 				if rng.IntN(3) == 0 { // commit less than reserved
 					k = rng.IntN(n + 1)
 				}
-				if err := r.Commit(typ, k); err != nil {
+				publish := rng.IntN(4) == 0 // CommitPublish
+				if publish {
+					err = r.CommitPublish(typ, k)
+				} else {
+					err = r.Commit(typ, k)
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
 				pos += padding + 8 + (k+7)&^7
 				committed = append(committed, rec{typ, bytes.Clone(b[:k]), padding, 8 + (k+7)&^7})
+				if publish {
+					model = append(model, committed...)
+					committed = committed[:0]
+				}
 			case 2: // publish
 				r.Publish()
 				model = append(model, committed...)

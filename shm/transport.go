@@ -719,22 +719,34 @@ func putEagerHdr(b []byte, h *transport.Header) int {
 // getEagerHdr decodes the eager record b (untrusted): the header, with
 // Len set to the payload's length, and the header's length.
 func getEagerHdr(b []byte) (transport.Header, int, bool) {
-	if len(b) < eagerHdrMin || b[2] > 1 || b[3] != 0 {
+	var h transport.Header
+	n, ok := decodeEagerHdr(&h, b)
+	if !ok {
 		return transport.Header{}, 0, false
 	}
-	h := transport.Header{Kind: transport.Kind(b[0]), Flags: b[1],
-		Group: binary.LittleEndian.Uint32(b[4:]), Tag: binary.LittleEndian.Uint64(b[8:])}
+	return h, n, true
+}
+
+// decodeEagerHdr is getEagerHdr writing the header into h, field by field
+// (drainRing decodes into the header it hands to the sink, saving two
+// copies); h is left partly written when it returns false.
+func decodeEagerHdr(h *transport.Header, b []byte) (int, bool) {
+	if len(b) < eagerHdrMin || b[2] > 1 || b[3] != 0 {
+		return 0, false
+	}
+	h.Kind, h.Flags = transport.Kind(b[0]), b[1]
+	h.Group, h.Tag, h.Data = binary.LittleEndian.Uint32(b[4:]), binary.LittleEndian.Uint64(b[8:]), 0
 	n := eagerHdrMin
 	if b[2] == 1 {
 		if len(b) < eagerHdrMax {
-			return transport.Header{}, 0, false
+			return 0, false
 		}
 		h.Data, n = binary.LittleEndian.Uint64(b[16:]), eagerHdrMax
 	}
 	h.Len = uint64(len(b) - n)
 	ok := (transport.ValidKind(h.Kind) || h.Kind == transport.KindRMAData && h.Len == 0) &&
 		h.Flags&^transport.FlagRemoteData == 0
-	return h, n, ok
+	return n, ok
 }
 
 // Send writes an eager record, or a rendezvous announcement.
@@ -814,8 +826,7 @@ func (t *Transport) putEager(p *peer, b []byte, hdr *transport.Header, iov [][]b
 	for _, v := range iov {
 		off += ring.Copy(b[off:], v)
 	}
-	_ = p.out.Commit(recEager, size)
-	p.out.Publish()
+	_ = p.out.CommitPublish(recEager, size)
 	t.kick(p)
 }
 
@@ -1704,11 +1715,10 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 		}
 		switch typ {
 		case recEager:
-			h, hl, ok := getEagerHdr(b)
+			hl, ok := decodeEagerHdr(&t.hdr, b)
 			if !ok {
 				return did, ErrCorrupt
 			}
-			t.hdr = h
 			if !s.Arrive(p.idx, &t.hdr, b[hl:], 0) {
 				in.Release()
 				_ = t.bits.Set(p.inIdx) // come back: the engine is full
