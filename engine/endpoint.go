@@ -693,8 +693,12 @@ func (ep *Endpoint) arriveFast(f *fastRx, p transport.Peer, hdr *transport.Heade
 	if hdr.Kind == transport.KindTagged {
 		tag = hdr.Tag
 	}
+	src := AddrUnknown
+	if ep.cfg.Source {
+		src = ep.source(p)
+	}
 	e := cq.next() // filled in place, every field
-	e.Context, e.Flags, e.Len, e.Buf, e.Data, e.Tag, e.Src = ctx, flags, n, buf, hdr.Data, tag, ep.srcField(ep.source(p))
+	e.Context, e.Flags, e.Len, e.Buf, e.Data, e.Tag, e.Src = ctx, flags, n, buf, hdr.Data, tag, src
 	e.Err, e.ProvErrno, e.OLen = 0, 0, 0
 	if olen > 0 {
 		e.Err, e.OLen = CodeTrunc, olen
