@@ -171,6 +171,10 @@ const (
 	// the transport's free lists hold before they first allocate (a map
 	// made for at most 8 entries allocates at its first insert).
 	preRendezvous = 16
+	// preFetchIOV: receive buffers a segment fetch holds before its list
+	// grows (the first segment try of a peer allocated it, seen as 2 of
+	// the 4 allocations of that message, the streams list the other 2).
+	preFetchIOV = 4
 )
 
 // Transport is the shm provider's transport.Transport. Its data-path
@@ -395,7 +399,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 	for range preRendezvous {
 		t.heldFree = append(t.heldFree, &held{})
 		t.rtsFree = append(t.rtsFree, &rts{})
-		t.fetchFree = append(t.fetchFree, &fetchSeg{})
+		t.fetchFree = append(t.fetchFree, &fetchSeg{dst: make([][]byte, 0, preFetchIOV)})
 	}
 	if t.cma {
 		t.hugeMin = MsgHugeMin()
@@ -490,7 +494,8 @@ func (t *Transport) peerFor(name string) *peer {
 	// now, so that the first large messages allocate nothing (issue 12).
 	p := &peer{idx: transport.Peer(len(t.peers)), name: name, addr: []byte(a), connSlot: -1, bit: -1, inIdx: -1,
 		held: make(map[uint64]*held, preRendezvous), fetch: make(map[uint64]*fetchSeg, preRendezvous),
-		rts: make(map[uint64]*rts, preRendezvous), ctrl: make([]ctrl, 0, preRendezvous)}
+		rts: make(map[uint64]*rts, preRendezvous), ctrl: make([]ctrl, 0, preRendezvous),
+		streams: make([]stream, 0, preRendezvous)}
 	t.peers = append(t.peers, p)
 	t.byName[a] = p.idx
 	t.selfPeer = t.selfPeer || name == t.name
@@ -1224,7 +1229,7 @@ func (t *Transport) newFetch() *fetchSeg {
 		t.fetchFree = t.fetchFree[:n-1]
 		return f
 	}
-	return &fetchSeg{}
+	return &fetchSeg{dst: make([][]byte, 0, preFetchIOV)}
 }
 
 func (t *Transport) putFetch(f *fetchSeg) {
