@@ -193,7 +193,7 @@ func (g *Group) Post(a *Args, ctx any) engine.Code {
 	if a.Coll != dtype.Allreduce && a.Coll != dtype.Reduce && a.Coll != dtype.ReduceScatter {
 		op = dtype.Noop
 	}
-	*o = opState{Args: *a, ctx: ctx, seq: g.seq, check: checkWord(a.Coll, a.Type, op, a.Root, a.Count)}
+	o.Args, o.ctx, o.seq, o.check = *a, ctx, g.seq, checkWord(a.Coll, a.Type, op, a.Root, a.Count) // every field
 	g.seq++
 	g.qLen++
 	if g.qLen == 1 {

@@ -661,6 +661,19 @@ func (g *Group) foldSlots(dst []byte, set, lo, hi int) { g.foldSlotsOwn(dst, set
 // of its slot when own is not nil.
 func (g *Group) foldSlotsOwn(dst []byte, set, lo, hi int, own []byte) {
 	r := g.region
+	if len(dst) <= kernel.ReduceBlock {
+		// One block (every small reduction): kernel.ReduceN's order,
+		// ((s0 op s1) op s2) ..., without filling its table of sources.
+		if r.n == 1 {
+			copy(dst, g.foldSrc(0, set, lo, hi, own))
+			return
+		}
+		g.fn(dst, g.foldSrc(0, set, lo, hi, own), g.foldSrc(1, set, lo, hi, own))
+		for j := 2; j < r.n; j++ {
+			g.fn(dst, dst, g.foldSrc(j, set, lo, hi, own))
+		}
+		return
+	}
 	for j := 0; j < r.n; j++ {
 		if g.sh.inl {
 			r.srcs[j] = r.inline(j, set)[lo:hi]
@@ -673,4 +686,16 @@ func (g *Group) foldSlotsOwn(dst []byte, set, lo, hi int, own []byte) {
 	}
 	kernel.ReduceN(g.fn, dst, r.srcs)
 	clear(r.srcs)
+}
+
+// foldSrc is local rank j's operand of foldSlotsOwn.
+func (g *Group) foldSrc(j, set, lo, hi int, own []byte) []byte {
+	r := g.region
+	switch {
+	case j == r.me && own != nil:
+		return own
+	case g.sh.inl:
+		return r.inline(j, set)[lo:hi]
+	}
+	return r.slotBuf(set, j)[lo:hi]
 }

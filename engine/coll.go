@@ -140,7 +140,8 @@ func (ep *Endpoint) CollComplete(ctx any, flags uint64, c Code) bool {
 	if ep.cfg.TxSelective && flags&FlagCompletion == 0 {
 		return true
 	}
-	cq.Push(&Entry{Context: ctx, Flags: FlagCollective})
+	e := cq.next() // filled in place, every field
+	*e = Entry{Context: ctx, Flags: FlagCollective}
 	return true
 }
 
