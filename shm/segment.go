@@ -6,8 +6,8 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"unsafe"
 
-	"github.com/edsrzf/mmap-go"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,8 +37,12 @@ type Segment struct {
 	name  string
 	path  string
 	owner bool
-	file  *os.File // holds the fd (and, for the owner, the flock)
-	mem   mmap.MMap
+	// fd is the open file (and, for the owner, the flock). A raw
+	// descriptor, not an os.File, and a mapping made with MmapPtr:
+	// neither allocates, and a ring that grows makes one segment on
+	// each side (issue 12: the first message of a size).
+	fd  int
+	mem []byte
 
 	mu     sync.Mutex
 	closed bool
@@ -108,8 +112,7 @@ func createSegmentOnce(name string, size int, init func([]byte)) (s *Segment, er
 			return nil, fmt.Errorf("shm: create %s: %w", tmpPath, err)
 		}
 	}
-	file := os.NewFile(uintptr(fd), path)
-	var mem mmap.MMap
+	var mem []byte
 	defer func() {
 		if tmpPath != "" {
 			_ = unix.Unlink(tmpPath)
@@ -117,9 +120,9 @@ func createSegmentOnce(name string, size int, init func([]byte)) (s *Segment, er
 		}
 		if err != nil {
 			if mem != nil {
-				_ = mem.Unmap()
+				_ = unmap(mem)
 			}
-			_ = file.Close()
+			_ = unix.Close(fd)
 		}
 	}()
 	// The umask may have narrowed the mode; set it exactly, then verify.
@@ -138,7 +141,7 @@ func createSegmentOnce(name string, size int, init func([]byte)) (s *Segment, er
 		}
 		return nil, fmt.Errorf("shm: fallocate %s: %w", name, err)
 	}
-	mem, err = mmap.MapRegion(file, size, mmap.RDWR, 0, 0)
+	mem, err = mapShared(fd, size)
 	if err != nil {
 		return nil, fmt.Errorf("shm: map %s: %w", name, err)
 	}
@@ -158,7 +161,7 @@ func createSegmentOnce(name string, size int, init func([]byte)) (s *Segment, er
 		}
 		return nil, fmt.Errorf("shm: publish %s: %w", name, err)
 	}
-	return &Segment{name: name, path: path, owner: true, file: file, mem: mem}, nil
+	return &Segment{name: name, path: path, owner: true, fd: fd, mem: mem}, nil
 }
 
 // noSpace is the error of a segment that does not fit: it names the
@@ -189,10 +192,9 @@ func OpenSegment(name string) (s *Segment, err error) {
 		}
 		return nil, fmt.Errorf("shm: open %s: %w", name, err)
 	}
-	file := os.NewFile(uintptr(fd), path)
 	defer func() {
 		if err != nil {
-			_ = file.Close()
+			_ = unix.Close(fd)
 		}
 	}()
 	if err = checkPrivate(fd, name); err != nil {
@@ -205,11 +207,25 @@ func OpenSegment(name string) (s *Segment, err error) {
 	if st.Size <= 0 || st.Size > MaxSegmentSize {
 		return nil, fmt.Errorf("%w: %s has %d bytes", ErrSize, name, st.Size)
 	}
-	mem, err := mmap.MapRegion(file, int(st.Size), mmap.RDWR, 0, 0)
+	mem, err := mapShared(fd, int(st.Size))
 	if err != nil {
 		return nil, fmt.Errorf("shm: map %s: %w", name, err)
 	}
-	return &Segment{name: name, path: path, file: file, mem: mem}, nil
+	return &Segment{name: name, path: path, fd: fd, mem: mem}, nil
+}
+
+// mapShared maps size bytes of fd shared and read-write.
+func mapShared(fd, size int) ([]byte, error) {
+	p, err := unix.MmapPtr(fd, 0, nil, uintptr(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, err
+	}
+	return unsafe.Slice((*byte)(p), size), nil
+}
+
+// unmap undoes mapShared.
+func unmap(b []byte) error {
+	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(b)), uintptr(len(b)))
 }
 
 // checkPrivate refuses anything but a regular file of ours with mode 0600.
@@ -255,7 +271,7 @@ func (s *Segment) Alive() (bool, error) {
 	if s.closed {
 		return false, ErrClosed
 	}
-	return lockProbe(int(s.file.Fd()))
+	return lockProbe(s.fd)
 }
 
 // Close unmaps the segment and closes its file. The owner also unlinks the
@@ -275,11 +291,11 @@ func (s *Segment) Close() error {
 		}
 		unregister(s.path)
 	}
-	if err := s.mem.Unmap(); err != nil {
+	if err := unmap(s.mem); err != nil {
 		errs = append(errs, fmt.Errorf("shm: unmap %s: %w", s.name, err))
 	}
 	s.mem = nil
-	if err := s.file.Close(); err != nil {
+	if err := unix.Close(s.fd); err != nil {
 		errs = append(errs, fmt.Errorf("shm: close %s: %w", s.name, err))
 	}
 	return errors.Join(errs...)
