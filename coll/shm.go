@@ -405,17 +405,11 @@ func (e *Endpoint) shmPoll() bool {
 	}
 	did, recount := false, false
 	if len(e.shmActive) == 1 {
-		// One group waits (the usual case): its step is looked at again
-		// in a short loop of loads of the others' arrive words before
-		// progress returns, so a rank spinning on its CQ sees the last
-		// arrival within a few nanoseconds rather than within one pass
-		// through the CQ and the endpoint.
+		// One group waits (the usual case): no list to rebuild unless its
+		// step ended.
 		g := e.shmActive[0]
 		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
 			did = g.shmAdvance()
-			if g.sh.act >= 0 && g.failed == 0 && g.shmSpin() {
-				did = g.shmAdvance() || did
-			}
 		}
 		if g.sh.act >= 0 && g.failed == 0 && !g.closed {
 			return did
@@ -451,30 +445,6 @@ func (e *Endpoint) shmPoll() bool {
 		}
 	}
 	return did
-}
-
-// ShmSpin bounds the loads of the arrive words with which progress looks
-// again at the step of the one group waiting in a shared-memory step
-// before it returns (0: none). Each is a load of a cache line the other
-// ranks write once per phase: a pass of CQ.Read over the CQ, the
-// endpoint and the transport costs about as much as 100 of them, and a
-// rank spinning on its CQ sees an arrival only where its pass looks. A
-// variable for benchmarks.
-var ShmSpin = 64
-
-// shmSpin re-checks whether the others arrived at the waiting phase, up
-// to ShmSpin times; true when they have (shmAdvance then goes on).
-func (g *Group) shmSpin() bool {
-	r := g.region
-	if !g.sh.waiting || r == nil || r.mem == nil || g.sh.st == nil || g.sh.st.kind == shmAttach {
-		return false
-	}
-	for i := 0; i < ShmSpin; i++ {
-		if r.arrived() {
-			return true
-		}
-	}
-	return false
 }
 
 // load writes elements of the caller's datatype into dst in the
