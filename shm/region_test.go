@@ -501,7 +501,9 @@ func TestConnQueue_ConcurrentSendersGetTheirOwnAnswers(t *testing.T) {
 	const senders, each = 6, 150
 	stop := make(chan struct{})
 	var answered atomic.Int64
+	received := make(chan struct{})
 	go func() { // the receiver
+		defer close(received)
 		for {
 			select {
 			case <-stop:
@@ -520,7 +522,10 @@ func TestConnQueue_ConcurrentSendersGetTheirOwnAnswers(t *testing.T) {
 			runtime.Gosched()
 		}
 	}()
-	defer close(stop)
+	// Every goroutine has returned before the region is unmapped (the
+	// test's cleanup): a sender or the receiver still touching it then
+	// would fault.
+	defer func() { close(stop); <-received }()
 	errs := make(chan error, senders)
 	for s := range senders {
 		go func() {
@@ -564,10 +569,14 @@ func TestConnQueue_ConcurrentSendersGetTheirOwnAnswers(t *testing.T) {
 			errs <- nil
 		}()
 	}
+	var first error
 	for range senders {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+		if err := <-errs; err != nil && first == nil {
+			first = err
 		}
+	}
+	if first != nil {
+		t.Fatal(first)
 	}
 	if got := answered.Load(); got != senders*each {
 		t.Errorf("%d requests answered, want %d", got, senders*each)
