@@ -359,7 +359,14 @@ type SendArgs struct {
 // CodeAgain when the transmit queue or the transport has no room.
 func (ep *Endpoint) Send(a *SendArgs, ctx any) Code {
 	ep.ser.Lock()
-	defer ep.ser.Unlock()
+	c := ep.sendLocked(a, ctx)
+	ep.ser.Unlock()
+	return c
+}
+
+// sendLocked is Send under the domain lock (no defer on this path; nothing
+// below panics on any input).
+func (ep *Endpoint) sendLocked(a *SendArgs, ctx any) Code {
 	if ep.closed {
 		return CodeInval
 	}
@@ -568,7 +575,13 @@ type RecvArgs struct {
 // FlagDiscard drops what it finds.
 func (ep *Endpoint) Recv(a *RecvArgs, ctx any) Code {
 	ep.ser.Lock()
-	defer ep.ser.Unlock()
+	c := ep.recvLocked(a, ctx)
+	ep.ser.Unlock()
+	return c
+}
+
+// recvLocked is Recv under the domain lock (no defer on this path).
+func (ep *Endpoint) recvLocked(a *RecvArgs, ctx any) Code {
 	if ep.closed {
 		return CodeInval
 	}
