@@ -289,6 +289,14 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 		fx: make([]fetchOp, 0, 16), fxFree: make([]uint32, 0, 16), fetching: make([]int32, 0, 16),
 		txFree: make([]uint32, 0, 16), rxFree: make([]uint32, 0, 16)}
 	ep.eager, _ = cfg.Transport.(transport.EagerSender)
+	// Receive slots for the first receives the matcher queues: with
+	// receives held apart (fast) the first ones may come only with the
+	// first rendezvous, and should not allocate then.
+	ops := make([]rxOp, 4)
+	for i := range ops {
+		ep.rx = append(ep.rx, &ops[i])
+		ep.rxFree = append(ep.rxFree, uint32(len(ops)-1-i))
+	}
 	return ep, 0
 }
 

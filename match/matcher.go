@@ -229,9 +229,14 @@ func New[R, U any](opts ...Option) (*Matcher[R, U], error) {
 		minMulti: DefaultMinMultiRecv,
 		pfree:    -1,
 		ufree:    -1,
-		wild:     emptyList,
-		all:      emptyList,
-		claimed:  emptyList,
+		// room for the first posted receives: an endpoint whose first
+		// receives were held apart from the matcher (the engine's fast
+		// path) posts its first ones here later, allocating nothing
+		pe:      make([]pent, 0, 16),
+		pc:      make([]pcold[R], 0, 16),
+		wild:    emptyList,
+		all:     emptyList,
+		claimed: emptyList,
 	}
 	m.pb, m.pshift = newBuckets(n)
 	m.ub, m.ushift = newBuckets(n)
