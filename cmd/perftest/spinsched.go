@@ -42,7 +42,7 @@ var spinEpoch = time.Now()
 // for Sread, for other providers and when GOMAXPROCS is set in the
 // environment.
 func (n *node) oneP() (restore func()) {
-	if n.sread || n.provName() != "shm" || os.Getenv("GOMAXPROCS") != "" {
+	if !busyPollOneP(n.provName(), n.sread) {
 		return func() {}
 	}
 	prev := runtime.GOMAXPROCS(1)
@@ -51,6 +51,21 @@ func (n *node) oneP() (restore func()) {
 		n.coop = false
 		runtime.GOMAXPROCS(prev)
 	}
+}
+
+// busyPollOneP reports whether a run over provider prov, waiting with
+// Sread or not, gets one P and the periodic yield (see above).
+func busyPollOneP(prov string, sread bool) bool {
+	return !sread && prov == "shm" && os.Getenv("GOMAXPROCS") == ""
+}
+
+// busyPollNote is the table header's line saying so, so that a figure
+// can be reproduced (empty when the runtime's default is kept).
+func busyPollNote(prov string, sread bool) string {
+	if !busyPollOneP(prov, sread) {
+		return ""
+	}
+	return "# busy-polling with one P and a yield every 2 ms of spinning (set GOMAXPROCS to keep the runtime's default)\n"
 }
 
 // oneP is node.oneP for a link over a gofi endpoint; other links are left

@@ -237,6 +237,7 @@ func printTestHeader(w io.Writer, kind testKind, p *plan) {
 	if p.Prov == netProv {
 		what = "Go net (TCP) baseline"
 	}
+	io.WriteString(w, busyPollNote(p.Prov, p.Wait == "sread"))
 	switch kind.name {
 	case "latency":
 		fmt.Fprintf(w, "# latency, %s: half round trip in usec\n", what)
