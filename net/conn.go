@@ -553,7 +553,9 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 // frame handles HELLO, AUTH, EAGER, RTS, CTS and CREDIT (decoder callback,
 // on the loop).
 func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
-	tc.lastPush = f.op == opPush
+	if f.op != opCredit { // credit rides in front of other frames (writeDirect)
+		tc.lastPush = f.op == opPush
+	}
 	if f.op == opHello || f.op == opAuth {
 		return true, tc.handshake(f, src)
 	}

@@ -411,11 +411,14 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 			}
 		case owner && tc.lastPush && len(tc.pre) == 0 && !tc.dec.have:
 			// After a push the next frame is likely one too: read its
-			// header alone, so that its payload can go straight into the
-			// receive it matches instead of through pre (a 64 KiB push
-			// whose first read took all of it was copied twice).
+			// header (and no more than another header's worth) alone,
+			// so that its payload can go straight into the receive it
+			// matches instead of through pre (a 64 KiB push whose first
+			// read took all of it was copied twice). Two headers: a
+			// CREDIT frame riding in front of the push (writeDirect) is
+			// read with its header.
 			tc.reservePre(ownRead)
-			n, err = unix.Read(tc.fd, tc.pre[:hdrSize])
+			n, err = unix.Read(tc.fd, tc.pre[:2*hdrSize])
 			if n > 0 {
 				tc.pre = tc.pre[:n]
 			}
@@ -531,12 +534,12 @@ func (tc *tconn) readDirect() (int, error) {
 	for _, v := range iov {
 		data += int(v.Len)
 	}
-	// Behind the payload: the next frames, or only the next header when
+	// Behind the payload: the next frames, or at most two headers when
 	// the payload ends in this read (it is likely another push's; see
 	// readConn).
 	tail := tc.pre[len(tc.pre):cap(tc.pre)]
 	if data == int(tc.dec.dataLeft()) {
-		tail = tail[:hdrSize]
+		tail = tail[:2*hdrSize]
 	}
 	iov = append(iov, iovec(tail))
 	n, err := readv(tc.fd, iov)

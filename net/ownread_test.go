@@ -86,3 +86,18 @@ func TestOwnerConn_DecodesItsLastRead(t *testing.T) {
 		t.Fatalf("credit %d after reading %d frames", got, read)
 	}
 }
+
+// A CREDIT frame riding in front of the next push (writeDirect) leaves the
+// decoder expecting that push: Poll then still reads its header alone and
+// its payload straight into the matched receive (readConn).
+func TestFrame_CreditKeepsThePushExpectation(t *testing.T) {
+	tr := &Transport{}
+	p := &peer{t: tr, peerWindow: 1 << 40}
+	tc := &tconn{t: tr, peer: p, state: stReady, lastPush: true}
+	if ok, err := tc.frame(&frame{op: opCredit, length: 1}, nil); !ok || err != nil {
+		t.Fatalf("CREDIT: %v, %v", ok, err)
+	}
+	if !tc.lastPush || p.credit != 1 {
+		t.Fatalf("after a CREDIT frame: expecting a push %v, credit %d", tc.lastPush, p.credit)
+	}
+}
