@@ -476,9 +476,9 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 	if !t.cfg.LoopOnly && t.parked.Load() {
 		t.own.Lock()
 		t.ownPolls++
-		if t.ownerPoll() {
-			work = true
-		} else {
+		work = t.ownerPoll()
+		t.own.Unlock()
+		if !work {
 			// Nothing came: give the CPU to a thread waiting on this
 			// one's run queue, perhaps the peer (or its loop) whose
 			// answer this poll waits for; with nobody waiting the yield
@@ -486,10 +486,12 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 			// then no longer holds a shared CPU until preempted: 8-byte
 			// fetch-add with both processes on one CPU 24-32 us median
 			// against 56-118 without (p99 100 us against 1.3-15 ms);
-			// spin.go has the loaded two-CPU figures.
+			// spin.go has the loaded two-CPU figures. The yield comes
+			// after own is released: the parked loop's tick (own.go)
+			// waiting for it through a yield that switched was woken
+			// through a futex by Poll's unlock.
 			schedYield()
 		}
-		t.own.Unlock()
 	}
 	if t.deliverEvents(sink) {
 		work = true
