@@ -418,6 +418,9 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if t.el.Load() == nil {
 		t.el.Store(&evLoop{c.EventLoop()})
 	}
+	if t.spin.tasks == nil {
+		t.spin.tasks = gnetTasks(c.EventLoop())
+	}
 	if t.closing.Load() {
 		return nil, gnet.Close
 	}

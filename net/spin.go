@@ -2,9 +2,12 @@ package net
 
 import (
 	"os"
+	"reflect"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
+	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -66,12 +69,14 @@ const SpinEnv = "GOFI_TCP_SPIN"
 
 // spinner is the loop's adaptive busy-poll state (loop goroutine only).
 type spinner struct {
-	max    time.Duration
-	w      time.Duration // the current window
-	last   time.Time     // the end of the last traffic the loop saw
-	hits   atomic.Int64  // spin passes that read bytes (tests)
-	gaveUp bool          // the last session ended idle (the loop then blocked)
-	conns  []*tconn
+	max     time.Duration
+	w       time.Duration // the current window
+	last    time.Time     // the end of the last traffic the loop saw
+	hits    atomic.Int64  // spin passes that read bytes (tests)
+	gaveUp  bool          // the last session ended idle (the loop then blocked)
+	tasks   *int32        // gnet's task flag (gnetTasks), nil unknown
+	skipped bool          // a pass left a connection to gnet (bytes in its buffer)
+	conns   []*tconn
 }
 
 // schedYield gives the CPU to another thread of its run queue, if one
@@ -132,9 +137,56 @@ func (t *Transport) loopSpin() {
 			return
 		}
 		if now.Sub(start) >= spinSession {
-			return
+			if s.gnetBusy() {
+				return
+			}
+			start = now
 		}
 	}
+}
+
+// Sessions under continuous traffic.
+//
+// A spin session ends every spinSession so that gnet runs the tasks
+// queued for the loop (registrations, closes, the park task). Returning
+// to gnet when it had none cost a thread hand-off: gnet's poll then found
+// no event and called runtime.Gosched, which wakes another thread of the
+// runtime (a futex wake, on this 2-CPU host often on the other CPU, where
+// the peer spins) and puts the loop goroutine in the global run queue,
+// where that thread may take it. So at the end of a session the spin
+// looks at gnet's task flag first (gnet's poller sets wakeupCall before
+// it signals its eventfd and clears it once it ran the tasks) and goes on
+// spinning while it is clear. gnet does not export the flag: gnetTasks
+// finds it by reflection (gnet v2's eventloop.poller.wakeupCall); without
+// it every session returns to gnet as before. A session also returns when
+// a pass skipped a connection whose older bytes wait in gnet's buffer:
+// only gnet decodes those.
+
+// gnetBusy reports whether gnet has tasks queued for the loop (true when
+// the flag is unknown).
+func (s *spinner) gnetBusy() bool {
+	if s.skipped {
+		s.skipped = false
+		return true
+	}
+	return s.tasks == nil || atomic.LoadInt32(s.tasks) != 0
+}
+
+// gnetTasks returns gnet's task flag of event loop el (see above), or nil.
+func gnetTasks(el gnet.EventLoop) *int32 {
+	v := reflect.ValueOf(el)
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	p := v.Elem().FieldByName("poller")
+	if !p.IsValid() || p.Kind() != reflect.Pointer || p.IsNil() || p.Elem().Kind() != reflect.Struct {
+		return nil
+	}
+	f := p.Elem().FieldByName("wakeupCall")
+	if !f.IsValid() || f.Kind() != reflect.Int32 || !f.CanAddr() {
+		return nil
+	}
+	return (*int32)(unsafe.Pointer(f.UnsafeAddr()))
 }
 
 // parkWanted reports whether Poll asked for the loop (own.go).
@@ -162,6 +214,7 @@ func (t *Transport) spinPass() bool {
 			continue
 		}
 		if tc.gc.InboundBuffered() > 0 {
+			s.skipped = true // gnet must decode them (gnetBusy)
 			// Older bytes wait in gnet's buffer (a decode that stopped
 			// early left them): the decoder reads pre before them, so
 			// reading the socket into pre now would put newer bytes

@@ -228,3 +228,20 @@ func TestSpin_LargeWriteDirect(t *testing.T) {
 		})
 	}
 }
+
+// A spin session under continuous traffic returns to gnet only when gnet
+// has tasks (spin.go): the reflection that finds gnet's task flag must
+// keep working with the gnet version in go.mod.
+func TestSpin_FindsGnetsTaskFlag(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	as, bs := newSink(), newSink()
+	p, _ := a.Resolve(b.Name())
+	sendAll(t, a, as, b, bs, p, &transport.Header{Kind: transport.KindMsg, Len: 8}, pattern(8, 1), 1)
+	pollUntil(t, "the message", func() bool { return len(bs.arrivals) == 1 }, b, bs, a, as)
+	for _, tr := range []*Transport{a, b} {
+		if gnetTasks(tr.loopOf()) == nil {
+			t.Fatal("gnet's task flag was not found: every spin session returns to gnet")
+		}
+	}
+}
