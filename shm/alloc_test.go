@@ -103,50 +103,13 @@ func (s *fixedSink) PeerDown(transport.Peer, transport.Code)     {}
 // tables and the free lists of the bookkeeping start with room.
 func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 	testDir(t)
-	mk := func() *Transport {
-		// Grown rings stay: a pause of ShrinkAfter between the warm-up and
-		// the measured rounds (a loaded host) would shrink one, and the
-		// next segment try would grow it again, allocating (failed 1 in
-		// ~30 runs at load 10-30 with the default second).
-		tr, err := NewTransport(TransportConfig{ShrinkAfter: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
-	a, b := mk(), mk()
-	ab, _ := a.Resolve(b.Name())
-	ba, _ := b.Resolve(a.Name())
-	const max = 1 << 20
-	sa, sb := &fixedSink{tr: a, buf: make([]byte, max)}, &fixedSink{tr: b, buf: make([]byte, max)}
-	msg := make([]byte, max)
-	var iov [1][]byte
-	deadline := time.Now().Add(20 * time.Second)
-	one := func(from, to *Transport, peer transport.Peer, fs, ts *fixedSink, size int) {
-		h := transport.Header{Kind: transport.KindMsg, Len: uint64(size)}
-		for {
-			iov[0] = msg[:size]
-			if _, c := from.Send(peer, &h, iov[:], 1); c == 0 {
-				break
-			} else if c != transport.EAgain || time.Now().After(deadline) {
-				t.Fatalf("send of %d: code %d", size, c)
-			}
-			from.Poll(fs)
-			to.Poll(ts)
-		}
-		for n := ts.n; ts.n == n; {
-			if time.Now().After(deadline) {
-				t.Fatalf("message of %d never arrived", size)
-			}
-			to.Poll(ts)
-			from.Poll(fs)
-		}
-	}
-	round := func(size int) {
-		one(a, b, ab, sa, sb, size)
-		one(b, a, ba, sb, sa, size)
-	}
+	// Grown rings stay (ShrinkAfter an hour): a pause of ShrinkAfter
+	// between the warm-up and the measured rounds (a loaded host) would
+	// shrink one, and the next segment try would grow it again,
+	// allocating (failed 1 in ~30 runs at load 10-30 with the default
+	// second).
+	p := newRoundPair(t, 1<<20)
+	round := p.round
 	round(8) // connects both ways
 	// The first try of segments (a class's firstBurst-th message) grows
 	// the rings, a file each way; after that no size allocates, whichever
@@ -194,46 +157,9 @@ func TestFirstSegmentTry_DoesNotAllocate(t *testing.T) {
 // the allocations of the first firstBurst+exploreBurst round trips of
 // 32 KiB.
 func firstSegmentTryAllocs(t *testing.T) uint64 {
-	mk := func() *Transport {
-		tr, err := NewTransport(TransportConfig{ShrinkAfter: time.Hour})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
-	a, b := mk(), mk()
-	ab, _ := a.Resolve(b.Name())
-	ba, _ := b.Resolve(a.Name())
 	const size = 32 << 10
-	sa, sb := &fixedSink{tr: a, buf: make([]byte, size)}, &fixedSink{tr: b, buf: make([]byte, size)}
-	msg := make([]byte, size)
-	var iov [1][]byte
-	deadline := time.Now().Add(20 * time.Second)
-	one := func(from, to *Transport, peer transport.Peer, fs, ts *fixedSink, n int) {
-		h := transport.Header{Kind: transport.KindMsg, Len: uint64(n)}
-		for {
-			iov[0] = msg[:n]
-			if _, c := from.Send(peer, &h, iov[:], 1); c == 0 {
-				break
-			} else if c != transport.EAgain || time.Now().After(deadline) {
-				t.Fatalf("send of %d: code %d", n, c)
-			}
-			from.Poll(fs)
-			to.Poll(ts)
-		}
-		for k := ts.n; ts.n == k; {
-			if time.Now().After(deadline) {
-				t.Fatalf("message of %d never arrived", n)
-			}
-			to.Poll(ts)
-			from.Poll(fs)
-		}
-	}
-	round := func(n int) {
-		one(a, b, ab, sa, sb, n)
-		one(b, a, ba, sb, sa, n)
-	}
+	p := newRoundPair(t, size)
+	a, b, sa, sb, deadline, round := p.a, p.b, p.sa, p.sb, p.deadline, p.round
 	// Eager messages of 16 KiB grow both rings to eagerDepth of them
 	// (256 KiB), which then carry 32 KiB segments without growing.
 	for range 3 {
@@ -264,4 +190,64 @@ func firstSegmentTryAllocs(t *testing.T) uint64 {
 		t.Fatalf("no segment try in %d messages (bursts %d, samples %d)", firstBurst+exploreBurst, c.bursts, c.seg.k)
 	}
 	return m1.Mallocs - m0.Mallocs
+}
+
+// roundPair is two connected transports whose grown rings stay
+// (ShrinkAfter an hour), with a sink each, for counting the allocations
+// of round trips; its methods allocate nothing themselves.
+type roundPair struct {
+	t        *testing.T
+	a, b     *Transport
+	ab, ba   transport.Peer
+	sa, sb   *fixedSink
+	msg      []byte
+	iov      [1][]byte
+	deadline time.Time
+}
+
+// newRoundPair opens the pair for messages of up to max bytes; it closes
+// when the test ends.
+func newRoundPair(t *testing.T, max int) *roundPair {
+	mk := func() *Transport {
+		tr, err := NewTransport(TransportConfig{ShrinkAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	p := &roundPair{t: t, a: mk(), b: mk(), msg: make([]byte, max), deadline: time.Now().Add(20 * time.Second)}
+	p.ab, _ = p.a.Resolve(p.b.Name())
+	p.ba, _ = p.b.Resolve(p.a.Name())
+	p.sa, p.sb = &fixedSink{tr: p.a, buf: make([]byte, max)}, &fixedSink{tr: p.b, buf: make([]byte, max)}
+	return p
+}
+
+// one sends a message of size bytes from one side and polls both until
+// the other side has it.
+func (p *roundPair) one(from, to *Transport, peer transport.Peer, fs, ts *fixedSink, size int) {
+	h := transport.Header{Kind: transport.KindMsg, Len: uint64(size)}
+	for {
+		p.iov[0] = p.msg[:size]
+		if _, c := from.Send(peer, &h, p.iov[:], 1); c == 0 {
+			break
+		} else if c != transport.EAgain || time.Now().After(p.deadline) {
+			p.t.Fatalf("send of %d: code %d", size, c)
+		}
+		from.Poll(fs)
+		to.Poll(ts)
+	}
+	for n := ts.n; ts.n == n; {
+		if time.Now().After(p.deadline) {
+			p.t.Fatalf("message of %d never arrived", size)
+		}
+		to.Poll(ts)
+		from.Poll(fs)
+	}
+}
+
+// round is one round trip of size bytes, a to b and back.
+func (p *roundPair) round(size int) {
+	p.one(p.a, p.b, p.ab, p.sa, p.sb, size)
+	p.one(p.b, p.a, p.ba, p.sb, p.sa, size)
 }
