@@ -3,7 +3,6 @@
 package fi
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/gofi-dev/fi/dtype"
@@ -36,21 +35,7 @@ func TestCollectives_ZeroAllocs(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				for _, r := range rs {
-					for {
-						n, err := r.txcq.Read(es[:])
-						if n == 1 {
-							break
-						}
-						if !errors.Is(err, ErrAgain) {
-							t.Fatal(err)
-						}
-						for _, o := range rs {
-							o.rxcq.Read(es[:0])
-							o.txcq.Read(es[:0])
-						}
-					}
-				}
+				readTx(t, rs, es[:], true)
 			}
 			for name, op := range map[string]func(r *collRank, i int) error{
 				"barrier": func(r *collRank, i int) error { return r.ep.Barrier(r.mc.Addr(), ctx) },

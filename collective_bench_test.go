@@ -1,7 +1,6 @@
 package fi
 
 import (
-	"errors"
 	"testing"
 
 	"github.com/gofi-dev/fi/shm"
@@ -37,17 +36,7 @@ func BenchmarkCollOneDriver(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				for _, r := range rs {
-					for {
-						n, err := r.txcq.Read(es[:])
-						if n == 1 {
-							break
-						}
-						if !errors.Is(err, ErrAgain) {
-							b.Fatal(err)
-						}
-					}
-				}
+				readTx(b, rs, es[:], false)
 			}
 		})
 	}

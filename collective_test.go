@@ -80,6 +80,29 @@ func (r *collRank) waitColl(timeout time.Duration) (CQEntry, error) {
 	}
 }
 
+// readTx reads one completion from each rank's transmit CQ in rank
+// order, from this goroutine; with drive it polls every rank's CQs between
+// tries, for ranks that progress only when read. It allocates nothing.
+func readTx(t testing.TB, rs []*collRank, es []CQEntry, drive bool) {
+	for _, r := range rs {
+		for {
+			n, err := r.txcq.Read(es[:1])
+			if n == 1 {
+				break
+			}
+			if !errors.Is(err, ErrAgain) {
+				t.Fatal(err)
+			}
+			if drive {
+				for _, o := range rs {
+					o.rxcq.Read(es[:0])
+					o.txcq.Read(es[:0])
+				}
+			}
+		}
+	}
+}
+
 // joinAll joins every rank to the universe set, each from its own
 // goroutine, and checks the join completions.
 func joinAll(t testing.TB, rs []*collRank) {
