@@ -174,6 +174,7 @@ type rdzvServer struct {
 	fins    int           // clients finalized (or gone after finalizing)
 	finC    chan struct{} // signalled on each fin
 	closing bool
+	aborted bool // an abort is being passed on: ranks leaving now fail nothing
 	telling sync.WaitGroup // fail frames being written: shutdown waits
 }
 
@@ -368,6 +369,7 @@ func (s *rdzvServer) serve(p *rdzvPeer, r *bufio.Reader) {
 		case fAbort:
 			code, why, _ := decCodeWhy(f.body)
 			fmt.Fprintf(s.cfg.stderr, "launch: rank %d aborted the job (code %d): %s\n", p.rank, int32(code), why)
+			s.markAborted()
 			s.abortAll(code, fmt.Sprintf("rank %d: %s", p.rank, why), p.rank)
 			s.cfg.exit(exitCode(int(int32(code))))
 			return
@@ -442,7 +444,7 @@ func (s *rdzvServer) arriveLocked(rank int) {
 
 // failLocked fails the job and tells every client why. Caller holds mu.
 func (s *rdzvServer) failLocked(err error) {
-	if s.failed != nil {
+	if s.failed != nil || s.aborted {
 		return
 	}
 	s.failed = err
@@ -454,6 +456,16 @@ func (s *rdzvServer) failLocked(err error) {
 			go func() { defer s.telling.Done(); p.write(b, 5*time.Second) }()
 		}
 	}
+}
+
+// markAborted records that the job is being aborted. The ranks told of
+// it exit, and their connections close while rank 0's own process may
+// still be in a fence: that must not fail the fence (rank 0 would return
+// from it and run on) but wait for rank 0's exit.
+func (s *rdzvServer) markAborted() {
+	s.mu.Lock()
+	s.aborted = true
+	s.mu.Unlock()
 }
 
 // abortAll passes an abort to every client but from.
@@ -518,8 +530,11 @@ func (s *rdzvServer) collective(op string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.epoch > epoch {
+	switch {
+	case s.epoch > epoch:
 		return nil
+	case s.failed == nil && s.aborted:
+		return lerr(op, fi.ErrCanceled, "the job was aborted")
 	}
 	return s.failed
 }
@@ -535,6 +550,7 @@ func (s *rdzvServer) get(key string) ([]byte, bool, error) {
 }
 
 func (s *rdzvServer) abort(code int, why string) error {
+	s.markAborted()
 	s.abortAll(uint32(int32(code)), "rank 0: "+why, 0)
 	return nil
 }

@@ -339,6 +339,68 @@ func TestEnvAbort(t *testing.T) {
 	}
 }
 
+// TestEnvAbort_RankZeroStaysInItsFence: rank 2 aborts while rank 0 waits
+// in a barrier; rank 1 hears the abort and its process ends (here: its
+// connection closes) before rank 0's own exit runs. Rank 0's barrier must
+// not fail for rank 1's departure and return (the job would run on past
+// the abort) but wait, and only end with ErrCanceled if rank 0's process
+// is still there when the timeout passes.
+func TestEnvAbort_RankZeroStaysInItsFence(t *testing.T) {
+	port := mustFreePort(t)
+	const timeout = 2 * time.Second
+	jobs := make([]*Job, 3)
+	gone := make(chan struct{})
+	var wg sync.WaitGroup
+	for r := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg, err := newConfig(envOf(r, 3, port), []Option{Timeout(timeout)})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			cfg.stderr = io.Discard
+			cfg.exit = func(int) {}
+			if r == 1 { // its process ends at once
+				cfg.exit = func(int) { jobs[1].kv.(*rdzvClient).c.Close(); close(gone) }
+			}
+			if jobs[r], err = initFrom(envOf(r, 3, port), cfg); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	s := jobs[0].kv.(*rdzvServer)
+	defer s.shutdown()
+	res := make(chan error, 1)
+	start := time.Now()
+	go func() { res <- jobs[0].Barrier() }()
+	if err := waitFor(5*time.Second, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.inFence[0]
+	}); err != nil {
+		t.Fatal(err)
+	}
+	jobs[2].Abort(3, "test abort")
+	<-gone
+	select {
+	case err := <-res:
+		if took := time.Since(start); took < timeout {
+			t.Fatalf("rank 0's barrier returned %v after %v, before its timeout: it ran on past the abort", err, took)
+		}
+		if !errors.Is(err, fi.ErrCanceled) {
+			t.Errorf("rank 0's barrier after the abort: %v, want ErrCanceled", err)
+		}
+	case <-time.After(timeout + 10*time.Second):
+		t.Fatal("rank 0's barrier did not end after its timeout")
+	}
+}
+
 // TestEnvBadFrames: frames an untrusted peer may send rank 0 after a good
 // hello fail the job with ErrRemoteIO (or are refused), never a panic.
 func TestEnvBadFrames(t *testing.T) {
