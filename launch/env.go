@@ -174,7 +174,7 @@ type rdzvServer struct {
 	fins    int           // clients finalized (or gone after finalizing)
 	finC    chan struct{} // signalled on each fin
 	closing bool
-	aborted bool // an abort is being passed on: ranks leaving now fail nothing
+	aborted bool           // an abort is being passed on: ranks leaving now fail nothing
 	telling sync.WaitGroup // fail frames being written: shutdown waits
 }
 
