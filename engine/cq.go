@@ -399,6 +399,7 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		deadline = time.Now().Add(timeout)
 	}
 	spins, yields := sreadSpins, sreadYields
+	oneP := false
 	for i := 0; ; i++ {
 		n, c := cq.ReadTo(max, put)
 		if c != CodeAgain {
@@ -421,7 +422,10 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		case i < spins:
 			continue
 		case i < spins+yields:
-			runtime.Gosched()
+			if i == spins {
+				oneP = runtime.GOMAXPROCS(0) == 1
+			}
+			yieldPass(oneP)
 			continue
 		}
 		d := maxSleep
@@ -437,6 +441,23 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 		}
 		cq.wait(d)
 	}
+}
+
+// yieldPass is one pass of Sread's yield phase. With one P it yields to
+// the process's other goroutines (runtime.Gosched: a transport's event
+// loop may be what this wait needs, and there is no idle P for Gosched to
+// start a thread on). With more, it gives the CPU to the OS (sched_yield):
+// other goroutines of this P are stolen by the other Ps anyway, the peer
+// process may need this CPU, and runtime.Gosched would call wakep, which,
+// whenever a P is idle, wakes a parked thread (futex) that takes the
+// yielding goroutine over, only to park again: a thread hand-off per
+// pass (perf: 64 futex wakes per yield phase).
+func yieldPass(oneP bool) {
+	if oneP {
+		runtime.Gosched()
+		return
+	}
+	osYield()
 }
 
 // SetYield makes Sread wait as FI_WAIT_YIELD does: it never sleeps, and
