@@ -57,8 +57,10 @@ import (
 //
 // Quick slot layout (fastSlotSize bytes, at svcFastOff + i*fastSlotSize):
 //
-//	+0   state u32: 0 free, 1 posted, 2 taken, 3 answered
-//	+4   status u32: the answer, 0 or a libfabric errno
+//	+0   state u32: 0 free, 1 posted, 2 taken, 3 answered (answered and
+//	     free are both idle to the target)
+//	+4   status u32: the answer, 0 or a libfabric errno, stored with the
+//	     state in one 64-bit store
 //	+8   request header (package rma's wire form, HeaderLen bytes)
 //	+8+HeaderLen data, up to FastData bytes: write data, atomic
 //	     operands; the answer: read data or atomic results (as many
@@ -218,8 +220,9 @@ func (f *fastServer) serve(x *rma.Target, slot []byte) bool {
 		return false
 	}
 	code := f.execute(x, slot)
-	ne.PutUint32(slot[fStatus:], uint32(code))
-	st.Store(fAnswered)
+	// Status and state in one store: the initiator spins on this line, and
+	// every store of ours after its load costs a cache-line transfer.
+	word64(slot, fState).Store(uint64(uint32(code))<<32 | fAnswered)
 	return true
 }
 
@@ -331,7 +334,9 @@ func (t *Transport) rmaFast(rp *rmaPeer, req *transport.RMAReq, n int, total uin
 			scatter(req.Result, 0, data[:total])
 		}
 	}
-	st.Store(fFree)
+	// The slot stays answered until the next post: the target ignores
+	// anything not posted, and a store here would only take the line
+	// away from the target's next poll.
 	return code, true
 }
 
