@@ -37,6 +37,9 @@ type plan struct {
 	// Budget, when set, bounds each size's timed phase: the client runs
 	// as many iterations (up to Iters) as fit at the warm-up's pace.
 	Budget time.Duration `json:"budget,omitempty"`
+	// stamps (client only, not sent) keeps each timed round trip's
+	// start in sizeResult.starts, for latency -dump.
+	stamps bool
 }
 
 // hello is the server's answer to a plan.
@@ -307,12 +310,13 @@ type sizeResult struct {
 	iters   int
 	elapsed time.Duration
 	lat     []time.Duration // latency: half round trips
+	starts  []time.Duration // with plan.stamps: each round trip's start, from monoEpoch
 }
 
 // clientRun is the client's half of a plan.
 func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 	defer oneP(l)()
-	var lat []time.Duration
+	var lat, starts []time.Duration
 	for i, size := range p.Sizes {
 		if p.Test == "latency" && cap(lat) < p.Iters[i] {
 			lat = make([]time.Duration, p.Iters[i])
@@ -322,8 +326,9 @@ func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 			return err
 		}
 		tx := l.txBuf()[:size]
-		// one round trip (latency) or one window (bw); record may be nil
-		step := func(record []time.Duration, k int) error {
+		// one round trip (latency) or one window (bw); record and starts
+		// may be nil
+		step := func(record, starts []time.Duration, k int) error {
 			if p.Test == "latency" {
 				t0 := time.Now()
 				err := l.send(tx)
@@ -334,6 +339,9 @@ func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 				}
 				if record != nil {
 					record[k] = time.Since(t0) / 2
+				}
+				if starts != nil {
+					starts[k] = t0.Sub(monoEpoch)
 				}
 				return err
 			}
@@ -354,7 +362,7 @@ func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 		warmStart := time.Now()
 		var err error
 		for k := 0; k < p.Warmup[i]/per && err == nil; k++ {
-			err = step(nil, k)
+			err = step(nil, nil, k)
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s, size %d, warm-up: %w", p.Prov, p.Test, size, err)
@@ -374,10 +382,16 @@ func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 				lat = make([]time.Duration, steps)
 			}
 			r.lat = lat[:steps]
+			if p.stamps {
+				if cap(starts) < steps {
+					starts = make([]time.Duration, steps)
+				}
+				r.starts = starts[:steps]
+			}
 		}
 		start := time.Now()
 		for k := 0; k < steps && err == nil; k++ {
-			err = step(r.lat, k)
+			err = step(r.lat, r.starts, k)
 		}
 		r.elapsed = time.Since(start)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -127,6 +128,10 @@ func runTest(kind testKind, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.fab.wait, "wait", "spin", "how to wait for completions: spin (busy-poll), yield (spin, sched_yield every 256 polls) or sread (CQ.Sread)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on an unreachable or silent peer after this long")
 	fs.DurationVar(&o.budget, "time", time.Second, "time per size when -I is not given (the count is then at most the default)")
+	var dump *string
+	if kind.test == "latency" {
+		dump = fs.String("dump", "", "write every timed round trip to `file`: size, start on CLOCK_MONOTONIC (ns) and half round trip (ns), to match slow ones with perf record -k CLOCK_MONOTONIC (benchmarks/tailholes.sh)")
+	}
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: perftest %s [flags] [node]\n\n%s. Without a node it starts its own peer on this host;\nwith one it connects to 'perftest serve' running there.\n\n", sub, kind.summary)
@@ -189,6 +194,14 @@ func runTest(kind testKind, args []string, stdout, stderr io.Writer) int {
 	if err := p.validate(); err != nil {
 		return usageErr(stderr, sub, err)
 	}
+	var dumpTo *os.File
+	if dump != nil && *dump != "" {
+		if dumpTo, err = openDump(*dump); err != nil {
+			return usageErr(stderr, sub, err)
+		}
+		defer dumpTo.Close()
+		p.stamps = true
+	}
 	rep := newReport(sub)
 	prog := newProgress(stderr)
 	table := stdout
@@ -197,7 +210,12 @@ func runTest(kind testKind, args []string, stdout, stderr io.Writer) int {
 	}
 	err = runPlansHooks(o.node, o.port, o.timeout, []*plan{p}, stderr, runHooks{
 		each: func(p *plan, r sizeResult) {
-			res := r.result(p)
+			if dumpTo != nil && r.starts != nil {
+				if err := writeDump(dumpTo, r.size, r.starts, r.lat); err != nil {
+					fmt.Fprintf(stderr, "perftest %s: -dump: %v\n", sub, err)
+				}
+			}
+			res := r.result(p) // sorts r.lat
 			rep.add(res)
 			prog.done()
 			printTestRow(table, kind, res)

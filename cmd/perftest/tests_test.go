@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // rowsOf returns the lines of out matching re.
@@ -102,6 +104,51 @@ func TestLatency_PrintsPercentilesAndJSON(t *testing.T) {
 			t.Fatalf("JSON lacks %s:\n%s", field, out)
 		}
 	}
+}
+
+// -dump writes every timed round trip, in the order they ran, with its
+// start on CLOCK_MONOTONIC: within the run's span of that clock.
+func TestLatency_DumpWritesEveryTimedRoundTrip(t *testing.T) {
+	bin := buildPerftest(t)
+	path := filepath.Join(t.TempDir(), "dump.txt")
+	before := monoNow(t)
+	rc, out, errs := runBin(t, bin, 60*time.Second, nil, "latency", "-I", "40", "-S", "8,4k", "-dump", path)
+	after := monoNow(t)
+	if rc != 0 {
+		t.Fatalf("exit %d\n%s\n%s", rc, out, errs)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 1+80 || !strings.HasPrefix(lines[0], "# perftest latency -dump") {
+		t.Fatalf("%d lines, want a header and 80 round trips:\n%s", len(lines), b)
+	}
+	var last int64
+	for i, l := range lines[1:] {
+		var size, start, half int64
+		if _, err := fmt.Sscan(l, &size, &start, &half); err != nil {
+			t.Fatalf("line %q: %v", l, err)
+		}
+		want := int64(8)
+		if i >= 40 {
+			want = 4096
+		}
+		if size != want || start < before || start > after || start < last || half <= 0 || start+2*half > after {
+			t.Fatalf("line %d %q: want size %d, start in [%d, %d] after %d, half > 0", i, l, want, before, after, last)
+		}
+		last = start
+	}
+}
+
+func monoNow(t *testing.T) int64 {
+	t.Helper()
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Nano()
 }
 
 func TestBWAndMsgrate_PrintRates(t *testing.T) {
