@@ -358,6 +358,21 @@ func (e *Endpoint) CollPeerDown(p transport.Peer, c engine.Code) {
 // CollProgress sends what waited for room, runs the locals and next rounds
 // of groups whose transfers completed, and polls shared-memory steps.
 func (e *Endpoint) CollProgress() bool {
+	if len(e.shmActive) == 1 && len(e.blocked) == 0 && len(e.ready) == 0 {
+		// The usual waiting pass: one group waits in a phase and its
+		// peers have not all arrived. Only the watch's clock is due now
+		// and then.
+		if g := e.shmActive[0]; g.sh.waiting && g.failed == 0 && !g.closed && !g.region.arrived() && g.region.aborted() == 0 {
+			if e.polls++; e.polls&63 != 0 {
+				return false
+			}
+			now := time.Now()
+			for _, g := range e.groups {
+				g.watch(now)
+			}
+			return false
+		}
+	}
 	did := len(e.blocked) > 0 && e.unblock()
 	if e.shmPoll() {
 		did = true
