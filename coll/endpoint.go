@@ -362,15 +362,44 @@ func (e *Endpoint) CollProgress() bool {
 		// The usual waiting pass: one group waits in a phase and its
 		// peers have not all arrived. Only the watch's clock is due now
 		// and then.
-		if g := e.shmActive[0]; g.sh.waiting && g.failed == 0 && !g.closed && !g.region.arrived() && g.region.aborted() == 0 {
-			if e.polls++; e.polls&63 != 0 {
+		g := e.shmActive[0]
+		if g.sh.waiting && g.failed == 0 && !g.closed {
+			r := g.region
+			switch {
+			case !r.arrived():
+				if r.aborted() != 0 {
+					break // the general path fails the group
+				}
+				if e.polls++; e.polls&63 != 0 {
+					return false
+				}
+				now := time.Now()
+				for _, g := range e.groups {
+					g.watch(now)
+				}
 				return false
+			case g.sh.lean:
+				// Everyone arrived at a lean operation's phase: complete
+				// it, and take the group off the list unless the next
+				// operation waits in its turn.
+				g.leanDone(false)
+				if g.sh.act < 0 || g.failed != 0 || g.closed {
+					g.sh.listed = false
+					if e.poker != nil {
+						e.poker.WaitPokes(-1)
+					}
+					e.shmActive[0] = nil
+					e.shmActive = e.shmActive[:0]
+					if !e.watchOff(r) {
+						e.rewatch()
+					}
+				}
+				if len(e.blocked) > 0 {
+					e.unblock()
+				}
+				e.polls++
+				return true
 			}
-			now := time.Now()
-			for _, g := range e.groups {
-				g.watch(now)
-			}
-			return false
 		}
 	}
 	did := len(e.blocked) > 0 && e.unblock()
@@ -571,17 +600,24 @@ func (e *Endpoint) rewatch() {
 
 // watchOn adds the region of a group that starts waiting to the watch:
 // what rewatch would do, without going over every waiting group (a rank
-// lists its group and takes it off again on every collective).
+// lists its group and takes it off again on every collective). A region
+// keeps its slot while its group is idle (watchOff marks it so), so a
+// group running collective after collective finds it there and stores
+// nothing.
 func (e *Endpoint) watchOn(r *region) {
 	if e.ringer == nil || r == nil || r.mem == nil || r.ph == 0 {
 		return
 	}
+	if e.watch[r.wslot].Load() == r {
+		return
+	}
 	free := -1
 	for i := range e.watch {
-		switch e.watch[i].Load() {
-		case r:
+		switch x := e.watch[i].Load(); {
+		case x == r:
+			r.wslot = i
 			return
-		case nil:
+		case x == nil || x.idle():
 			if free < 0 {
 				free = i
 			}
@@ -592,24 +628,19 @@ func (e *Endpoint) watchOn(r *region) {
 		return
 	}
 	e.watch[free].Store(r)
+	r.wslot = free
 }
 
-// watchOff takes the region of a group that stopped waiting off the
-// watch; false when more groups waited than the watch holds (the caller
-// then runs rewatch once the list is updated).
+// watchOff marks the region of a group that stopped waiting idle (the
+// wait condition ignores it until its next phase; it keeps its slot);
+// false when more groups waited than the watch holds (the caller then
+// runs rewatch once the list is updated).
 func (e *Endpoint) watchOff(r *region) bool {
 	if e.ringer == nil || r == nil {
 		return true
 	}
-	if e.watchAll.Load() {
-		return false
-	}
-	for i := range e.watch {
-		if e.watch[i].Load() == r {
-			e.watch[i].Store(nil)
-		}
-	}
-	return true
+	r.wph.Store(0)
+	return !e.watchAll.Load()
 }
 
 // unwatch takes region r off the watch before it is unmapped, and waits

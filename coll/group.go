@@ -117,6 +117,9 @@ type Group struct {
 	pl        planner
 	oneStep   bool // pl is one shared-memory step in one round (startOneStep)
 	fn        Func // kernel of the running operation
+	kt        dtype.Type
+	kop       dtype.Op
+	kfn       Func // Kernel(kt, kop), the last looked up
 	round     int  // running round; -1 when no plan runs
 	pending   int  // transfers of the round not done
 	ready     bool // queued on e.ready: the round's transfers are done
@@ -222,7 +225,7 @@ func (g *Group) scratchBuf(i, n int) []byte {
 // startHead builds the head operation's plan and starts its first round.
 func (g *Group) startHead() {
 	o := g.head()
-	if g.startOneStep(o) {
+	if g.leanStart(o) || g.startOneStep(o) {
 		return
 	}
 	g.pl.reset()

@@ -122,12 +122,13 @@ type region struct {
 	leader bool
 	name   string
 
-	ph   uint64 // my phase: the last one I arrived at
-	scan int    // local ranks below scan are known to have arrived at ph
-	srcs [][]byte
-	arr  [2][]*atomic.Uint64 // per parity, per local rank: arrive words (index)
-	chk  [2][]*atomic.Uint64 // and check words
-	wph  atomic.Uint64       // ph, for the transport's wait condition (ready)
+	ph    uint64 // my phase: the last one I arrived at
+	scan  int    // local ranks below scan are known to have arrived at ph
+	srcs  [][]byte
+	arr   [2][]*atomic.Uint64 // per parity, per local rank: arrive words (index)
+	chk   [2][]*atomic.Uint64 // and check words
+	wph   atomic.Uint64       // ph while waiting, 0 when idle: for the transport's wait condition (ready)
+	wslot int                 // its slot in the endpoint's watch, when there
 }
 
 // NodeKey identifies this process's shared-memory domain: the boot, the
@@ -252,10 +253,13 @@ func (r *region) fence() { r.wph.Add(0) }
 // progress, so it reads only the mapping and wph (the mapping stays
 // until unwatch has seen the condition leave).
 func (r *region) ready() bool {
+	ph := r.wph.Load()
+	if ph == 0 {
+		return false // idle: no phase waits (watchOff)
+	}
 	if r.aborted() != 0 {
 		return true
 	}
-	ph := r.wph.Load()
 	for i := 0; i < r.n; i++ {
 		if r.arriveWord(i, ph).Load() < ph {
 			return false
@@ -263,6 +267,9 @@ func (r *region) ready() bool {
 	}
 	return true
 }
+
+// idle reports whether the region's group waits in no phase (watchOff).
+func (r *region) idle() bool { return r.wph.Load() == 0 }
 
 // arrived reports whether every local rank has arrived at my phase.
 func (r *region) arrived() bool {

@@ -115,6 +115,7 @@ type shmRun struct {
 	k, K    int  // phase within the step, number of phases
 	waiting bool // arrived at phase k, waiting for the others
 	listed  bool // on the endpoint's shmActive list
+	lean    bool // started by leanStart (lean.go)
 
 	t       dtype.Type // the caller's datatype
 	es, wes int        // its size, the reduction's
@@ -261,7 +262,7 @@ func (g *Group) shmPlan() {
 		s.chunk = S / n
 		s.K = max(1, ceilDiv(st.count*s.es, s.chunk))
 	case shmAllreduce, shmReduce:
-		g.fn = Kernel(wt, st.op)
+		g.fn = g.kernel(wt, st.op)
 		s.chunk = S / s.wes
 		if st.count*s.wes <= min(ShmFoldMax, S) {
 			s.fold, s.K = true, 1
@@ -273,7 +274,7 @@ func (g *Group) shmPlan() {
 			s.acc = g.scratchBuf(0, min(st.count, s.chunk)*s.wes)
 		}
 	case shmReduceScatter:
-		g.fn = Kernel(wt, st.op)
+		g.fn = g.kernel(wt, st.op)
 		s.chunk = max(1, S/s.wes/n)
 		s.K = max(1, ceilDiv(st.count, s.chunk))
 		if s.wide {
