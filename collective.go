@@ -140,6 +140,9 @@ func (m *MC) Close() error {
 	}
 	m.closed = true
 	delete(ep.mcs, m.addr)
+	if ep.mcLast == m {
+		ep.mcLast = nil
+	}
 	return nil
 }
 
@@ -290,9 +293,12 @@ func (ep *Endpoint) postColl(a *coll.Args, collAddr, root Addr, flags Flags, ctx
 	}
 	ep.eng.Lock()
 	defer ep.eng.Unlock()
-	m := ep.mcs[collAddr]
-	if m == nil || m.closed {
-		return errCollAddr
+	m := ep.mcLast
+	if m == nil || m.addr != collAddr || m.closed {
+		if m = ep.mcs[collAddr]; m == nil || m.closed {
+			return errCollAddr
+		}
+		ep.mcLast = m
 	}
 	n := len(m.members)
 	if root != AddrNotAvail {

@@ -60,9 +60,10 @@ type Endpoint struct {
 	iovLimit   int
 	minMulti   int
 
-	coll  *coll.Endpoint // collectives (Collective capability), from Enable
-	mcs   map[Addr]*MC   // joined groups by collective address
-	mcSeq uint64
+	coll   *coll.Endpoint // collectives (Collective capability), from Enable
+	mcs    map[Addr]*MC   // joined groups by collective address
+	mcLast *MC            // the last one posted to (postColl skips the map for it)
+	mcSeq  uint64
 }
 
 // transportOpener is implemented by provider domains that can open

@@ -54,6 +54,7 @@ type Endpoint struct {
 	inCond    atomic.Int32 // waitConds running (unwatch waits for 0)
 	ready     []*Group     // transfers of the running round all done
 	shmActive []*Group     // waiting in a shared-memory step
+	shmRecent bool         // a lean operation ended in its post (CollShmWait)
 	blocked   []*Group     // sends to retry, aborts to send
 	spare     []*Group
 	polls     uint32
@@ -358,6 +359,7 @@ func (e *Endpoint) CollPeerDown(p transport.Peer, c engine.Code) {
 // CollProgress sends what waited for room, runs the locals and next rounds
 // of groups whose transfers completed, and polls shared-memory steps.
 func (e *Endpoint) CollProgress() bool {
+	e.shmRecent = false
 	if len(e.shmActive) == 1 && len(e.blocked) == 0 && len(e.ready) == 0 {
 		// The usual waiting pass: one group waits in a phase and its
 		// peers have not all arrived. Only the watch's clock is due now
@@ -428,10 +430,16 @@ func (e *Endpoint) CollProgress() bool {
 	return did
 }
 
-// CollShmWait reports whether a shared-memory step waits (and nothing
-// waits for room in the transport): progress may look at the regions
-// alone on most passes (engine.CollSink).
-func (e *Endpoint) CollShmWait() bool { return len(e.shmActive) > 0 && len(e.blocked) == 0 }
+// CollShmWait reports whether a shared-memory step waits, or one ended
+// in the post that started it since the last pass (and nothing waits for
+// room in the transport): progress may look at the regions alone on most
+// passes (engine.CollSink). The second case is the caller's read of the
+// completion its post made: in a loop of collectives, the transport
+// (which has nothing for them) is then left out of that read as of the
+// waiting ones, on seven passes in eight.
+func (e *Endpoint) CollShmWait() bool {
+	return (len(e.shmActive) > 0 || e.shmRecent) && len(e.blocked) == 0
+}
 
 // unblock sends the aborts and retries the sends that waited for room.
 func (e *Endpoint) unblock() bool {

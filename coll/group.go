@@ -119,15 +119,16 @@ type Group struct {
 	fn        Func // kernel of the running operation
 	kt        dtype.Type
 	kop       dtype.Op
-	kfn       Func // Kernel(kt, kop), the last looked up
-	round     int  // running round; -1 when no plan runs
-	pending   int  // transfers of the round not done
-	ready     bool // queued on e.ready: the round's transfers are done
-	blocked   bool // a send met a full transport; retry on progress
-	running   bool // the head operation's plan has started
-	starting  bool // startRound is starting transfers
-	inflight  int  // transport operations of the head operation in flight
-	fetching  int  // of which fetches (they write into the caller's buffers)
+	kfn       Func       // Kernel(kt, kop), the last looked up
+	kinl      inlineFold // inlineFoldOf(kt, kop)
+	round     int        // running round; -1 when no plan runs
+	pending   int        // transfers of the round not done
+	ready     bool       // queued on e.ready: the round's transfers are done
+	blocked   bool       // a send met a full transport; retry on progress
+	running   bool       // the head operation's plan has started
+	starting  bool       // startRound is starting transfers
+	inflight  int        // transport operations of the head operation in flight
+	fetching  int        // of which fetches (they write into the caller's buffers)
 	failed    engine.Code
 	abortTo   bool   // abort messages still to send
 	abortLeft []bool // per rank: abort not sent yet

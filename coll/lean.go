@@ -76,6 +76,7 @@ func (g *Group) leanStart(o *opState) bool {
 				g.remoteAbort(c)
 				return true
 			}
+			r.waitFor()
 			g.shmList()
 			return true
 		}
@@ -91,6 +92,7 @@ func (g *Group) leanDone(fresh bool) {
 	st := s.st
 	if fresh {
 		g.pokeLocal() // the last to arrive: the others may be asleep
+		g.e.shmRecent = true
 	}
 	s.waiting = false
 	g.moved = true
@@ -103,15 +105,20 @@ func (g *Group) leanDone(fresh bool) {
 	}
 	if st.kind == shmAllreduce || (st.kind == shmReduce && r.me == st.root) {
 		nb := st.count * s.es
-		g.foldSlots(st.out[:nb], set, 0, nb)
+		if g.kinl != nil {
+			g.kinl(st.out[:nb], r, set)
+		} else {
+			g.foldSlots(st.out[:nb], set, 0, nb)
+		}
 	}
 	g.shmDone()
 }
 
-// kernel returns Kernel(t, op), looked up again only when they change.
+// kernel returns Kernel(t, op), looked up again only when they change
+// (with the inline fold of the pair, g.kinl).
 func (g *Group) kernel(t dtype.Type, op dtype.Op) Func {
 	if g.kfn == nil || g.kt != t || g.kop != op {
-		g.kt, g.kop, g.kfn = t, op, Kernel(t, op)
+		g.kt, g.kop, g.kfn, g.kinl = t, op, Kernel(t, op), inlineFoldOf(t, op)
 	}
 	return g.kfn
 }

@@ -127,6 +127,7 @@ type region struct {
 	srcs  [][]byte
 	arr   [2][]*atomic.Uint64 // per parity, per local rank: arrive words (index)
 	chk   [2][]*atomic.Uint64 // and check words
+	inl   [2][]unsafe.Pointer // and inline data (inlineMax bytes each)
 	wph   atomic.Uint64       // ph while waiting, 0 when idle: for the transport's wait condition (ready)
 	wslot int                 // its slot in the endpoint's watch, when there
 }
@@ -192,7 +193,9 @@ func (r *region) index() {
 	for s := range r.arr {
 		r.arr[s] = make([]*atomic.Uint64, r.n)
 		r.chk[s] = make([]*atomic.Uint64, r.n)
+		r.inl[s] = make([]unsafe.Pointer, r.n)
 		for i := range r.n {
+			r.inl[s][i] = unsafe.Pointer(&r.mem[regionHdr+i*ctrlLine+s*64+inlineOff])
 			r.arr[s][i] = r.u64(regionHdr + i*ctrlLine + s*64)
 			r.chk[s][i] = r.u64(regionHdr + i*ctrlLine + s*64 + 8)
 		}
@@ -224,7 +227,16 @@ func (r *region) area(set int) []byte {
 func (r *region) enter() {
 	r.ph++
 	r.scan = 0
-	r.wph.Store(r.ph) // before the shared line is written: this store is a locked one
+}
+
+// waitFor tells the wait condition (ready) that this rank waits in its
+// phase: called once it found a rank missing, before its progress pass
+// returns (and the caller perhaps sleeps). A rank that finds everyone
+// arrived at once stores nothing (the region stays idle for ready).
+func (r *region) waitFor() {
+	if r.wph.Load() != r.ph {
+		r.wph.Store(r.ph)
+	}
 }
 
 // publish stores this rank's arrival at its phase, after what it wrote
@@ -241,6 +253,7 @@ func (r *region) arrive() {
 	r.enter()
 	r.publish()
 	r.fence()
+	r.waitFor()
 }
 
 // fence orders this rank's earlier stores (its arrival) before its later

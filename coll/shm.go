@@ -356,6 +356,7 @@ func (g *Group) shmAdvance() bool {
 				g.remoteAbort(c)
 				return true
 			}
+			r.waitFor()
 			g.shmList()
 			return did
 		}
