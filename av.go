@@ -133,6 +133,13 @@ type avNotifier interface {
 	avChanged(av *AV)
 }
 
+// avPreparer is implemented by endpoints that make their peers' state and
+// connections when addresses are inserted rather than at the first
+// message (shm; issue 12): Insert calls it with the indices it stored.
+type avPreparer interface {
+	avInserted(av *AV, addrs []Addr)
+}
+
 // OpenAV opens an address vector on the domain (fi_av_open). attr may be
 // nil (an unnamed AVTable). Stored addresses use the domain's address
 // format: sockaddr_in (16 bytes), sockaddr_in6 (28 bytes), either for
@@ -314,6 +321,22 @@ func (av *AV) notify() {
 	}
 }
 
+// prepare hands the indices an insert stored to the bound endpoints that
+// connect ahead (avPreparer). Called without av.mu held.
+func (av *AV) prepare(addrs []Addr) {
+	av.mu.RLock()
+	var eps []avPreparer
+	for ep := range av.bound {
+		if p, ok := ep.(avPreparer); ok {
+			eps = append(eps, p)
+		}
+	}
+	av.mu.RUnlock()
+	for _, p := range eps {
+		p.avInserted(av, addrs)
+	}
+}
+
 // InsertError reports an insertion in which some addresses failed. The
 // Addr slice returned with it holds AddrNotAvail for each failed address.
 type InsertError struct {
@@ -455,6 +478,7 @@ func (av *AV) insert(op string, addrs [][]byte, uids []Addr, flags Flags) ([]Add
 	av.mu.Unlock()
 	if n > 0 {
 		av.notify()
+		av.prepare(out)
 	}
 	if ie != nil {
 		ie.Inserted = n

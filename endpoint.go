@@ -622,6 +622,22 @@ func (ep *Endpoint) avChanged(*AV) {
 	}
 }
 
+// avInserted lets the engine connect ahead to the addresses just inserted
+// into the bound AV (engine.Endpoint.Prepare; those that failed are
+// AddrNotAvail and skipped).
+func (ep *Endpoint) avInserted(_ *AV, addrs []Addr) {
+	if ep.eng == nil {
+		return
+	}
+	as := make([]uint64, 0, len(addrs))
+	for _, a := range addrs {
+		if a != AddrNotAvail {
+			as = append(as, uint64(a))
+		}
+	}
+	ep.eng.Prepare(as)
+}
+
 // avBook adapts an AV to the engine's AddrBook. The engine calls it on its
 // serialised path, so the scratch buffer is not shared concurrently.
 type avBook struct {

@@ -345,6 +345,35 @@ func (ep *Endpoint) AddrChanged() {
 	ep.ser.Unlock()
 }
 
+// Prepare resolves the fi_addrs just inserted into the AV and lets a
+// transport that can (transport.Preparer) make each peer's state and
+// connection now rather than on its first message (issue 12). At most
+// prepareMax addresses per call are prepared: a job inserting every rank
+// of a big host connects the rest on first use, as before. Failures are
+// left to the first send.
+func (ep *Endpoint) Prepare(addrs []uint64) {
+	pr, ok := ep.tr.(transport.Preparer)
+	if !ok {
+		return
+	}
+	ep.ser.Lock()
+	defer ep.ser.Unlock()
+	if ep.closed {
+		return
+	}
+	for i, a := range addrs {
+		if i == prepareMax {
+			break
+		}
+		if p, c := ep.peer(a); c == 0 {
+			pr.Prepare(p)
+		}
+	}
+}
+
+// prepareMax bounds the peers one AV insert prepares (Prepare).
+const prepareMax = 16
+
 // ---------------------------------------------------------------------------
 // transmit
 

@@ -206,3 +206,17 @@ type Ringer interface {
 	// wake-up.
 	SetWaitCond(cond func() bool)
 }
+
+// Preparer is an optional interface of a transport that can make a peer's
+// state and its connection before the first message (shm: the peer's
+// region mapped, our ring to it created and announced, its pending
+// announcements to us accepted). The engine calls it when addresses are
+// inserted into a bound address vector, so that the first message of a
+// short run does not pay for it (issue 12: fi_pingpong's default runs).
+type Preparer interface {
+	// Prepare makes what a first send to p would make, if it can now
+	// without blocking. It is a hint: a failure leaves nothing half made
+	// and is not reported (the first Send tries again and reports it).
+	// Serialised by the engine like Send.
+	Prepare(p Peer)
+}

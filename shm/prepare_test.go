@@ -1,0 +1,141 @@
+package shm
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// Prepare (the engine calls it at AV insert) makes the connection a first
+// send would make: our ring to the peer exists and is announced, and the
+// peer's announcement to us, when already posted, is accepted. The first
+// round trip then creates no file and follows no switch.
+func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
+	dir := testDir(t)
+	p := newTPair(t, TransportConfig{})
+	p.a.Prepare(p.ab)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 1 {
+		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b", files)
+	}
+	pa := p.a.peers[p.ab]
+	if pa.out == nil || pa.connSlot < 0 {
+		t.Fatalf("a's Prepare: out %v, request slot %d: not connected ahead", pa.out != nil, pa.connSlot)
+	}
+	p.b.Prepare(p.ba) // accepts a's request, posts its own
+	if pb := p.b.peers[p.ba]; pb.in == nil || pb.out == nil {
+		t.Fatalf("b's Prepare: inbound ring %v, outbound %v; want both", pb.in != nil, pb.out != nil)
+	}
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
+		t.Fatalf("after both Prepares: %d ring files, want 2", files)
+	}
+	p.a.Prepare(p.ab) // again: nothing more
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
+		t.Fatalf("a second Prepare made a file: %d ring files", files)
+	}
+	p.send(transport.KindMsg, seqMsg(1, 8))
+	p.until("ping", func() bool { return p.sb.n == 1 })
+	p.a, p.b, p.sa, p.sb, p.ab, p.ba = p.b, p.a, p.sb, p.sa, p.ba, p.ab
+	p.send(transport.KindMsg, seqMsg(2, 8))
+	p.until("pong", func() bool { return p.sb.n == 1 })
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
+		t.Errorf("after the first round trip: %d ring files, want the 2 prepared", files)
+	}
+	if p.a.switches+p.b.switches != 0 {
+		t.Errorf("%d ring switches in an 8-byte round trip", p.a.switches+p.b.switches)
+	}
+}
+
+// A Prepare that cannot connect (the peer's region does not exist) leaves
+// nothing made and reports nothing; the first send then fails as it did
+// without it.
+func TestPrepare_FailureIsLeftToTheFirstSend(t *testing.T) {
+	dir := testDir(t)
+	a, err := NewTransport(TransportConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	pi, c := a.Resolve([]byte(Addr(NewName())))
+	if c != 0 {
+		t.Fatal(c)
+	}
+	a.Prepare(pi)
+	if files, _ := ringFiles(t, dir, a); files != 0 {
+		t.Errorf("failed Prepare left %d files", files)
+	}
+	if err := a.LastError(); err != nil {
+		t.Errorf("failed Prepare set LastError: %v", err)
+	}
+	if p := a.peers[pi]; p.dead || p.out != nil || p.region != nil {
+		t.Errorf("failed Prepare left state: dead %v, ring %v, region %v", p.dead, p.out != nil, p.region != nil)
+	}
+	h := transport.Header{Kind: transport.KindMsg, Len: 1}
+	if _, c := a.Send(pi, &h, [][]byte{{1}}, 1); c != transport.EConnRefuse {
+		t.Errorf("send to a missing peer after Prepare: code %d, want EConnRefuse", c)
+	}
+}
+
+// Prepare connects ahead to at most prepareOut peers; the others connect on
+// their first message, so a rank inserting a big host's every address does
+// not make a ring to each.
+func TestPrepare_StopsAtPrepareOutRings(t *testing.T) {
+	testDir(t)
+	a, err := NewTransport(TransportConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	for i := 0; i < prepareOut+2; i++ {
+		b, err := NewTransport(TransportConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		pi, c := a.Resolve(b.Name())
+		if c != 0 {
+			t.Fatal(c)
+		}
+		a.Prepare(pi)
+	}
+	out := 0
+	for _, p := range a.peers {
+		if p.out != nil {
+			out++
+		}
+	}
+	if out != prepareOut {
+		t.Errorf("%d rings out after preparing %d peers, want %d", out, prepareOut+2, prepareOut)
+	}
+}
+
+// A receiver that leaves our records unread for PeerTimeout has its
+// liveness checked (tick): with a connection made ahead, an eager send to
+// a peer that died completes at once, and nothing else would notice it.
+func TestTransport_UnreadRingToADeadPeerFailsIt(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{ShrinkAfter: 20 * time.Millisecond, PeerTimeout: 10 * time.Millisecond})
+	p.a.Prepare(p.ab)
+	p.b.Prepare(p.ba)
+	if err := p.b.Close(); err != nil { // its region's lock goes with it
+		t.Fatal(err)
+	}
+	h := transport.Header{Kind: transport.KindMsg, Len: 8}
+	if done, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); !done || c != 0 {
+		t.Fatalf("eager send to the closed peer: done %v code %d, want sent into the ring", done, c)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for len(p.sa.errs) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the peer that never reads its ring was never found gone")
+		}
+		p.a.Poll(p.sa)
+		time.Sleep(50 * time.Microsecond)
+	}
+	if p.sa.errs[0] != transport.EConnReset {
+		t.Errorf("peer down with code %d, want EConnReset", p.sa.errs[0])
+	}
+	if _, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); c == 0 {
+		t.Error("a send to the failed peer succeeded")
+	}
+}
