@@ -241,10 +241,14 @@ func (tr *trace) rolesIn(a, b int64) roles {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return on[ids[i]] > on[ids[j]] })
+	// the busiest thread of each of the two busiest processes (the
+	// spinning goroutine can change threads within its process)
 	ro := roles{spin: map[int]bool{}, procs: map[int]bool{}, sysmon: map[int]bool{}}
-	for _, id := range ids[:min(2, len(ids))] {
-		ro.spin[id] = true
-		ro.procs[tr.tasks[id].pid] = true
+	for _, id := range ids {
+		if pid := tr.tasks[id].pid; !ro.procs[pid] && len(ro.procs) < 2 {
+			ro.spin[id] = true
+			ro.procs[pid] = true
+		}
 	}
 	best := map[int]*task{}
 	for _, t := range tr.tasks {
@@ -304,12 +308,16 @@ func report(w io.Writer, tr *trace, phases []*phase, factor float64) {
 			p.size, len(p.half), float64(b-a)/1e9, float64(p50)/1e3, float64(p999)/1e3)
 		// the spinners' switches out
 		states := map[string]int{}
+		preempted := 0
 		others := map[string]*tally{}
 		for _, c := range cpus {
 			for _, r := range tr.ran(c, a, b) {
 				if ro.spin[r.tid] {
 					if r.end < b {
 						states[r.state]++
+						if strings.HasPrefix(r.state, "R") {
+							preempted++
+						}
 					}
 					continue
 				}
@@ -321,8 +329,8 @@ func report(w io.Writer, tr *trace, phases []*phase, factor float64) {
 				others[s].sum += r.end - r.start
 			}
 		}
-		fmt.Fprintf(w, "spinners' switches out: %d preempted (R), %d blocked (other states: %v)\n",
-			states["R"], sumStates(states)-states["R"], states)
+		fmt.Fprintf(w, "spinners' switches out: %d preempted (R), %d blocked (states: %v)\n",
+			preempted, sumStates(states)-preempted, states)
 		fmt.Fprintf(w, "what else ran on the CPUs (runs, per second, total us, mean us):\n")
 		secs := float64(b-a) / 1e9
 		for i, k := range sortedKeys(others, func(t *tally) int64 { return int64(t.n) }) {

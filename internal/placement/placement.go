@@ -142,6 +142,13 @@ const (
 // pingPong runs the two sides: the responder answers every odd value with
 // the next even one; measure drives round trips through round.
 func pingPong(a, b int, measure func(round func()) error) error {
+	// The two sides spin at once, each on its own thread: with one P (a
+	// process started on one CPU, as under taskset -c N, has
+	// GOMAXPROCS=1) they would take turns at the runtime's 10 ms
+	// preemption, and the probe would fail after seconds.
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
 	line := new(flagLine)
 	f := line.word()
 	ready := make(chan error, 1)

@@ -1,8 +1,10 @@
 package placement
 
 import (
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPair_ChoosesTheRunsCPUs(t *testing.T) {
@@ -58,6 +60,35 @@ func TestProbe_MeasuresTwoCPUs(t *testing.T) {
 		t.Fatalf("tail %+v: want ordered positive percentiles", tl)
 	}
 	t.Logf("%v; tail %+v", r, tl)
+}
+
+// A process with one P (started on one CPU, as under taskset -c N) still
+// probes: its two sides spin at once, and it keeps its one P.
+func TestProbe_WithOnePStillMeasures(t *testing.T) {
+	cpus, err := Allowed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cpus) < 2 {
+		t.Skipf("one CPU allowed (%v): nothing to probe", cpus)
+	}
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	done := make(chan error, 1)
+	go func() {
+		_, err := Probe(cpus[0], cpus[1])
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("probe with one P still running after 60s (the two sides taking turns at 10 ms preemptions)")
+	}
+	if n := runtime.GOMAXPROCS(0); n != 1 {
+		t.Fatalf("GOMAXPROCS %d after the probe, want 1 back", n)
+	}
 }
 
 func TestProbe_SameCPUAndBadCPU(t *testing.T) {
