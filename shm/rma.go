@@ -66,6 +66,7 @@ type rmaTable struct {
 	seg    *Segment
 	t      *rma.Table
 	allocs map[int]allocMap
+	mem    procMem // the owner's /proc/<pid>/mem (procmem.go)
 }
 
 type allocMap struct {
@@ -316,7 +317,7 @@ func (t *Transport) rmaDirect(p *peer, rp *rmaPeer, req *transport.RMAReq, n int
 				return transport.EIO, false
 			}
 		} else {
-			err := copyPeer(rp.svc.pid, uintptr(h.Addr+st.offs[i]), v.Len, req.Local, pos, write)
+			err := copyPeer(&rp.tbl.mem, rp.svc.pid, uintptr(h.Addr+st.offs[i]), v.Len, req.Local, pos, write)
 			switch {
 			case err == nil:
 			case errors.Is(err, ErrPeerDenied):
@@ -372,8 +373,11 @@ func copyLocal(mem []byte, local [][]byte, pos uint64, write bool) error {
 }
 
 // copyPeer copies the window [pos, pos+n) of the local buffers to or from
-// address addr of process pid, one system call per local buffer.
-func copyPeer(pid int, addr uintptr, n uint64, local [][]byte, pos uint64, write bool) error {
+// address addr of process pid, one system call per local buffer: through
+// pm (pid's /proc/<pid>/mem) when n is at most procMemMax and that works,
+// else process_vm_writev/readv.
+func copyPeer(pm *procMem, pid int, addr uintptr, n uint64, local [][]byte, pos uint64, write bool) error {
+	small := n <= procMemMax
 	for _, b := range local {
 		if n == 0 {
 			break
@@ -384,9 +388,11 @@ func copyPeer(pid int, addr uintptr, n uint64, local [][]byte, pos uint64, write
 		}
 		k := min(uint64(len(b))-pos, n)
 		var err error
-		if write {
+		switch {
+		case small && pm.copy(pid, b[pos:pos+k], addr, write):
+		case write:
 			_, err = WritePeer(pid, b[pos:pos+k], addr)
-		} else {
+		default:
 			_, err = ReadPeer(pid, b[pos:pos+k], addr)
 		}
 		if err != nil {
@@ -768,6 +774,7 @@ func (t *Transport) rmaClose() {
 		for _, m := range tb.allocs {
 			_ = m.seg.Close()
 		}
+		tb.mem.close()
 		_ = tb.seg.Close()
 	}
 	t.rma.tables = nil
