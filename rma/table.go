@@ -591,11 +591,13 @@ func (t *Table) Acquire(key uint64) (Hold, Code) {
 
 // snapshot reads slot i's fields (state s).
 func (t *Table) snapshot(i int, s uint64) Slot {
+	o := t.slotOff(i)
+	m := (*[sCells]byte)(t.mem[o : o+sCells])[:] // one bounds check for the fields below
 	return Slot{Index: i, Gen: uint32(s >> 2),
-		Key: t.field(i, sKey).Load(), Addr: t.field(i, sAddr).Load(), Len: t.field(i, sLen).Load(),
-		Base: t.field(i, sBase).Load(), Access: t.field(i, sAccess).Load(),
-		CntrW: int(t.field32(i, sCntrW).Load()) - 1, CntrR: int(t.field32(i, sCntrR).Load()) - 1,
-		Allocated: t.field32(i, sFlags).Load()&FlagAllocated != 0}
+		Key: word64(m, sKey).Load(), Addr: word64(m, sAddr).Load(), Len: word64(m, sLen).Load(),
+		Base: word64(m, sBase).Load(), Access: word64(m, sAccess).Load(),
+		CntrW: int(word32(m, sCntrW).Load()) - 1, CntrR: int(word32(m, sCntrR).Load()) - 1,
+		Allocated: word32(m, sFlags).Load()&FlagAllocated != 0}
 }
 
 // takeCell takes a free holder cell of slot i, waiting (without end only

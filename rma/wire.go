@@ -161,20 +161,24 @@ func DecodeRequest(b []byte, r *Request) (int, error) {
 	if len(b) < n {
 		return 0, fmt.Errorf("%w: %d of %d header bytes", ErrMalformed, len(b), n)
 	}
-	*r = Request{Kind: Kind(b[0]), Datatype: b[1], Op: b[2], NIOV: int(b[3]), Flags: le.Uint32(b[4:]),
-		ID: le.Uint64(b[8:]), Payload: le.Uint64(b[16:])}
+	// Field by field: r.IOV beyond the ranges is left as it was (nothing
+	// reads past NIOV), which saves clearing 192 bytes per request.
+	b = b[:n]
+	r.Kind, r.Datatype, r.Op, r.NIOV = Kind(b[0]), b[1], b[2], (n-ReqHeader)/IOVSize
+	r.Flags, r.ID, r.Payload = le.Uint32(b[4:]), le.Uint64(b[8:]), le.Uint64(b[16:])
 	if r.Flags&^flagsKnown != 0 {
 		return 0, fmt.Errorf("%w: unknown flags %#x", ErrMalformed, r.Flags)
 	}
 	var total uint64
-	for i := 0; i < r.NIOV; i++ {
-		o := ReqHeader + i*IOVSize
-		v := IOV{Addr: le.Uint64(b[o:]), Len: le.Uint64(b[o+8:]), Key: le.Uint64(b[o+16:])}
-		if v.Len > MaxWrite || total > MaxWrite-v.Len {
-			return 0, fmt.Errorf("%w: range length %d", ErrMalformed, v.Len)
+	for i := range r.NIOV {
+		v := b[ReqHeader+i*IOVSize:]
+		v = v[:IOVSize]
+		d := &r.IOV[i]
+		d.Addr, d.Len, d.Key = le.Uint64(v), le.Uint64(v[8:]), le.Uint64(v[16:])
+		if d.Len > MaxWrite || total > MaxWrite-d.Len {
+			return 0, fmt.Errorf("%w: range length %d", ErrMalformed, d.Len)
 		}
-		total += v.Len
-		r.IOV[i] = v
+		total += d.Len
 	}
 	switch r.Kind {
 	case KindWrite:
