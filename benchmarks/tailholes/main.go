@@ -17,6 +17,7 @@ func main() {
 	perfPath := flag.String("perf", "", "`file` written by perf script -F comm,pid,tid,cpu,time,event,trace of a perf record -k CLOCK_MONOTONIC")
 	dumpPath := flag.String("dump", "", "`file` written by perftest latency -dump")
 	factor := flag.Float64("x", 5, "a round trip is slow above this many times its size's median")
+	flag.StringVar(&benchComm, "comm", "perftest", "command name (`prefix`) of the two measuring processes")
 	flag.Parse()
 	if *perfPath == "" || *dumpPath == "" {
 		flag.Usage()
@@ -218,6 +219,9 @@ func (tr *trace) cpus() []int {
 	return cs
 }
 
+// benchComm is the command name (prefix) of the measuring processes.
+var benchComm = "perftest"
+
 // roles names the threads of one phase: the two perftest threads that ran
 // most in it are the spinners; in their processes the thread with most
 // nanosleep calls is the runtime's sysmon.
@@ -231,7 +235,7 @@ func (tr *trace) rolesIn(a, b int64) roles {
 	on := map[int]int64{}
 	for _, c := range tr.cpus() {
 		for _, r := range tr.ran(c, a, b) {
-			if t := tr.tasks[r.tid]; t != nil && strings.HasPrefix(t.comm, "perftest") {
+			if t := tr.tasks[r.tid]; t != nil && strings.HasPrefix(t.comm, benchComm) {
 				on[r.tid] += r.end - r.start
 			}
 		}
