@@ -56,6 +56,7 @@ func (g *Group) leanStart(o *opState) bool {
 	g.running, g.round, g.pending = true, 0, 1
 	s := &g.sh
 	s.act, s.st, s.k, s.K, s.waiting, s.lean = 0, st, 0, 1, true, true
+	s.sleepers = g.e.ringer != nil
 	s.t, s.es, s.wes, s.wide, s.chunk, s.acc = o.Type, es, es, false, 0, nil
 	s.fold, s.inl = nb > 0, nb > 0
 	if nb > 0 {
@@ -70,7 +71,9 @@ func (g *Group) leanStart(o *opState) bool {
 	}
 	r.publish()
 	if !r.arrived() {
-		r.fence() // see shmAdvance
+		if !s.sleepers {
+			r.fence() // see shmAdvance
+		}
 		if !r.arrived() {
 			if c := r.aborted(); c != 0 {
 				g.remoteAbort(c)
@@ -87,11 +90,31 @@ func (g *Group) leanStart(o *opState) bool {
 
 // leanDone ends the lean operation's phase once every rank arrived
 // (fresh: seen by the post, this rank being the last to arrive).
+//
+// Who wakes a rank asleep in Sread: in the generic protocol the last to
+// arrive rings the others, and a rank that finds someone missing fences
+// before it concludes it is not the last (two ranks arriving together
+// might otherwise each miss the other and neither ring). That fence
+// waits until this rank's arrival is visible to the others, a cache-line
+// round trip between CPUs (about 450 ns when they are far apart), on the
+// path of every rank that arrives first. With a transport that rings
+// (transport.Ringer, whose sleepers test the regions' arrive words) the
+// lean path skips it: a rank about to sleep stores the phase it waits in
+// into its sleep word (region.ready, the wait condition, before the rank
+// announces itself in its doorbell's waiter count, a locked instruction,
+// and looks at the arrive words again), and every rank, once its phase
+// completed, fences and rings those whose sleep word names the phase
+// (ringSleepers). A rank S asleep in phase ph was missing some W when it
+// last looked; W completes ph only after seeing S arrived, and its
+// fence comes after its own arrival became visible, so after S looked,
+// so after S stored its sleep word: W sees it and rings S. The fence
+// costs little there (W's arrival is long visible unless W was the last
+// to arrive, whose fence the completion's work overlaps), and the sleep
+// words sit on lines nobody writes while no one sleeps.
 func (g *Group) leanDone(fresh bool) {
 	s, r := &g.sh, g.region
 	st := s.st
 	if fresh {
-		g.pokeLocal() // the last to arrive: the others may be asleep
 		g.e.shmRecent = true
 	}
 	s.waiting = false
@@ -100,6 +123,7 @@ func (g *Group) leanDone(fresh bool) {
 	for _, w := range r.chk[set] {
 		if w.Load() != st.check {
 			g.fail(engine.CodeInval) // ranks called different collectives
+			g.pokeLocal()            // the others may be asleep
 			return
 		}
 	}
@@ -111,7 +135,29 @@ func (g *Group) leanDone(fresh bool) {
 			g.foldSlots(st.out[:nb], set, 0, nb)
 		}
 	}
+	sleepers, ph := s.sleepers, r.ph
 	g.shmDone()
+	switch {
+	case sleepers && g.region != nil:
+		g.ringSleepers(r, ph)
+	case fresh && g.region != nil:
+		// The last to arrive rings the others, once its completion is
+		// written: the fence in the doorbell's ring waits until this
+		// rank's arrival is visible to all, and the completion's work
+		// overlaps that wait instead of following it.
+		g.pokeLocal()
+	}
+}
+
+// ringSleepers rings the local ranks that went to sleep waiting in phase
+// ph (their sleep words say ph), once this rank completed it.
+func (g *Group) ringSleepers(r *region, ph uint64) {
+	r.fence() // my arrival before my loads of their sleep words
+	for j, w := range r.slp {
+		if j != r.me && w.Load() == ph {
+			g.e.ringer.RingPeer(g.peers[r.local[j]])
+		}
+	}
 }
 
 // kernel returns Kernel(t, op), looked up again only when they change

@@ -20,12 +20,15 @@ import (
 //	[0, 4096)          header: magic, version, local ranks, slot size,
 //	                   group id, membership hash, nonce; the abort word
 //	                   on a line of its own at 128
-//	[4096, ...)        128 bytes of control per local rank: one cache
+//	[4096, ...)        256 bytes of control per local rank: one cache
 //	                   line per phase parity s (at +64s), holding the
 //	                   rank's arrive counter for the phases of that parity
 //	                   (+0), its check word (+8) and inline data (+16, 48
 //	                   bytes: small reductions travel in the line that
-//	                   signals them, one cache-line transfer per rank)
+//	                   signals them, one cache-line transfer per rank);
+//	                   at +128 the rank's sleep word (the phase it last
+//	                   waited in when it went to sleep in Sread: lean.go),
+//	                   on a line written only then
 //	data (page aligned) two buffer sets, used by phase parity; each holds
 //	                   n+1 slots of slot bytes (slot i: local rank i's,
 //	                   slot n: results)
@@ -36,9 +39,10 @@ import (
 
 const (
 	regionMagic   = 0x3167726f63696667 // "gficorg1"
-	regionVersion = 2
+	regionVersion = 3
 	regionHdr     = 4096
-	ctrlLine      = 128 // two cache lines: no false sharing with the adjacent-line prefetcher
+	ctrlLine      = 256 // four cache lines, two pairs: no false sharing with the adjacent-line prefetcher
+	sleepOff      = 128
 	inlineOff     = 16
 	inlineMax     = 64 - inlineOff // bytes of inline data per rank and parity
 
@@ -128,6 +132,7 @@ type region struct {
 	arr   [2][]*atomic.Uint64 // per parity, per local rank: arrive words (index)
 	chk   [2][]*atomic.Uint64 // and check words
 	inl   [2][]unsafe.Pointer // and inline data (inlineMax bytes each)
+	slp   []*atomic.Uint64    // per local rank: sleep words
 	wph   atomic.Uint64       // ph while waiting, 0 when idle: for the transport's wait condition (ready)
 	wslot int                 // its slot in the endpoint's watch, when there
 }
@@ -190,6 +195,10 @@ func (r *region) checkWord(i, set int) *atomic.Uint64 { return r.chk[set&1][i] }
 // (attachArrive, before the region is used or watched): the hot paths
 // then load through a pointer instead of slicing the mapping.
 func (r *region) index() {
+	r.slp = make([]*atomic.Uint64, r.n)
+	for i := range r.n {
+		r.slp[i] = r.u64(regionHdr + i*ctrlLine + sleepOff)
+	}
 	for s := range r.arr {
 		r.arr[s] = make([]*atomic.Uint64, r.n)
 		r.chk[s] = make([]*atomic.Uint64, r.n)
@@ -275,6 +284,16 @@ func (r *region) ready() bool {
 	}
 	for i := 0; i < r.n; i++ {
 		if r.arriveWord(i, ph).Load() < ph {
+			// This rank may go to sleep: the others ring it when they
+			// complete a lean phase its sleep word names (leanDone). The
+			// store comes before a load that finds i missing: a missing
+			// rank's ring then sees it.
+			if w := r.slp[r.me]; w.Load() != ph {
+				w.Store(ph)
+				if r.arriveWord(i, ph).Load() >= ph {
+					continue
+				}
+			}
 			return false
 		}
 	}

@@ -110,12 +110,13 @@ type shmStep struct {
 
 // shmRun is the state of the running shared-memory step.
 type shmRun struct {
-	act     int // plan action; -1: none
-	st      *shmStep
-	k, K    int  // phase within the step, number of phases
-	waiting bool // arrived at phase k, waiting for the others
-	listed  bool // on the endpoint's shmActive list
-	lean    bool // started by leanStart (lean.go)
+	act      int // plan action; -1: none
+	st       *shmStep
+	k, K     int  // phase within the step, number of phases
+	waiting  bool // arrived at phase k, waiting for the others
+	listed   bool // on the endpoint's shmActive list
+	lean     bool // started by leanStart (lean.go)
+	sleepers bool // and rings sleepers when it completes (ringSleepers)
 
 	t       dtype.Type // the caller's datatype
 	es, wes int        // its size, the reduction's
@@ -330,6 +331,18 @@ func (g *Group) shmAdvance() bool {
 			g.shmDone()
 		}
 		return ok
+	}
+	if s.lean {
+		// A lean operation (one phase; it arrived in leanStart).
+		if !r.arrived() {
+			if c := r.aborted(); c != 0 {
+				g.remoteAbort(c)
+				return true
+			}
+			return false
+		}
+		g.leanDone(false)
+		return true
 	}
 	did := false
 	for {
