@@ -26,7 +26,8 @@ import (
 //     value, the peer answers with the next even value.
 //   - ring: an 8-byte record through ring A, echoed back through ring B.
 //
-// ns/op is one round trip; ns/oneway is half of it (MEASURED.md's unit).
+// ns/op is one round trip; ns/oneway is half of it (MEASURED.md's unit);
+// rt-ns is the placement, measured in-process just before the sample.
 
 const (
 	envPeerFile = "GOFI_BENCH_PINGPONG_FILE"
@@ -47,8 +48,13 @@ var _ [ppRingCap*2 - (ring.HeaderSize + ppRingCap)]byte
 
 func BenchmarkShmPingPong(b *testing.B) {
 	for range rounds() {
-		b.Run("size=8/flag", func(b *testing.B) { pingPong(b, "flag") })
-		b.Run("size=8/ring", func(b *testing.B) { pingPong(b, "ring") })
+		for _, mode := range []string{"flag", "ring"} {
+			b.Run("size=8/"+mode, func(b *testing.B) {
+				rt := placementRT()
+				pingPong(b, mode)
+				b.ReportMetric(rt, "rt-ns") // the placement this sample ran in (see placementRT)
+			})
+		}
 	}
 }
 
