@@ -69,21 +69,29 @@ type point struct {
 	what string
 }
 
+// wake is a sched_wakeup on a CPU: who was woken.
+type wake struct {
+	t   int64
+	tid int
+}
+
 type trace struct {
 	tasks  map[int]*task
 	runs   map[int][]run // per CPU, in time order
 	points map[int][]point
+	wakes  map[int][]wake
 }
 
 var (
 	lineRE   = regexp.MustCompile(`^\s*(.+?)\s+(-?\d+)/(-?\d+)\s+\[(\d+)\]\s+(\d+)\.(\d+):\s+(\S+):\s*(.*)$`)
 	switchRE = regexp.MustCompile(`prev_comm=(.*?) prev_pid=(\d+) prev_prio=-?\d+ prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)`)
+	wakeRE   = regexp.MustCompile(`pid=(\d+)`)
 	detailRE = regexp.MustCompile(`(name=\S+|vec=\d+ \[action=\S+\]|function=\S+)`)
 )
 
 // parsePerf reads perf script output.
 func parsePerf(r io.Reader) (*trace, error) {
-	tr := &trace{tasks: map[int]*task{}, runs: map[int][]run{}, points: map[int][]point{}}
+	tr := &trace{tasks: map[int]*task{}, runs: map[int][]run{}, points: map[int][]point{}, wakes: map[int][]wake{}}
 	type cur struct {
 		tid   int
 		since int64
@@ -127,6 +135,11 @@ func parsePerf(r io.Reader) (*trace, error) {
 				tr.runs[cpu] = append(tr.runs[cpu], run{c.since, t, c.tid, s[3]})
 			}
 			running[cpu] = cur{next, t}
+		case ev == "sched:sched_wakeup":
+			if w := wakeRE.FindStringSubmatch(rest); w != nil {
+				woken, _ := strconv.Atoi(w[1])
+				tr.wakes[cpu] = append(tr.wakes[cpu], wake{t, woken})
+			}
 		case ev == "syscalls:sys_enter_nanosleep" || ev == "syscalls:sys_enter_clock_nanosleep":
 			if tid > 0 {
 				get(tid, m[1]).nanos++
@@ -208,6 +221,17 @@ func (tr *trace) pointsIn(cpu int, a, b int64) []point {
 		out = append(out, ps[i])
 	}
 	return out
+}
+
+// timerWoke returns the task a timer interrupt at t on cpu woke (the
+// first wake-up on that CPU within 50 us after it), or 0.
+func (tr *trace) timerWoke(cpu int, t int64) int {
+	ws := tr.wakes[cpu]
+	i := sort.Search(len(ws), func(i int) bool { return ws[i].t >= t })
+	if i < len(ws) && ws[i].t-t < 50_000 {
+		return ws[i].tid
+	}
+	return 0
 }
 
 func (tr *trace) cpus() []int {
@@ -348,6 +372,7 @@ func report(w io.Writer, tr *trace, phases []*phase, factor float64) {
 		// slow round trips
 		causes, classes := map[string]*tally{}, map[string]*tally{}
 		var slow int
+		var unseen []int64 // middles of the slow round trips nothing was seen in
 		for i, s := range p.start {
 			d := p.half[i]
 			if d <= thr {
@@ -364,10 +389,19 @@ func report(w io.Writer, tr *trace, phases []*phase, factor float64) {
 				}
 			}
 			key := joinKeys(seen)
+			if key == "" && !slices.ContainsFunc(cpus, func(c int) bool { return len(tr.pointsIn(c, s, e)) > 0 }) {
+				unseen = append(unseen, s+d)
+			}
 			if key == "" {
 				for _, c := range cpus {
 					for _, pt := range tr.pointsIn(c, s, e) {
-						seen[pt.what] = true
+						what := pt.what
+						if strings.HasSuffix(what, "function=hrtimer_wakeup") {
+							if id := tr.timerWoke(c, pt.t); id != 0 {
+								what += " (woke " + tr.source(ro, id) + ")"
+							}
+						}
+						seen[what] = true
 					}
 				}
 				key = "no switch: " + joinKeys(seen)
@@ -392,6 +426,11 @@ func report(w io.Writer, tr *trace, phases []*phase, factor float64) {
 		for _, k := range sortedKeys(classes, func(t *tally) int64 { return int64(t.n) }) {
 			t := classes[k]
 			fmt.Fprintf(w, "  %7d %9.1f  %s\n", t.n, float64(t.sum)/1e3/float64(t.n), k)
+		}
+		if len(unseen) >= 20 {
+			per, share := period(unseen)
+			fmt.Fprintf(w, "  those the guest saw nothing in: %.0f%% fall in one 1/40 of a %.1f ms period of CLOCK_MONOTONIC (2.5%% if unrelated to the clock)\n",
+				100*share, float64(per)/1e6)
 		}
 		fmt.Fprintf(w, "  in detail (the %d commonest sets of tasks):\n", maxDetail)
 		for i, k := range sortedKeys(causes, func(t *tally) int64 { return int64(t.n) }) {
@@ -419,6 +458,9 @@ var kernelThreads = []string{"kworker", "ksoftirqd", "rcu", "migration", "kcompa
 // interrupts or timers seen, or to nothing the guest saw.
 func classOf(seen map[string]bool, key string) string {
 	if strings.HasPrefix(key, "no switch: ") {
+		if strings.Contains(key, "(woke Go sysmon") {
+			return "the timer waking sysmon (no other task ran)"
+		}
 		return "interrupt or timer only (no other task ran)"
 	}
 	if strings.HasPrefix(key, "nothing the guest saw") {
@@ -450,6 +492,23 @@ func classOf(seen map[string]bool, key string) string {
 		return "a spinner slept (CPU idle)"
 	}
 	return key
+}
+
+// period finds, among a few timer periods, the one whose phase the times
+// ts cluster at most: the largest share of ts in one of 40 phase bins. A
+// cause that keeps the host's time (a timer of the hypervisor) shows as a
+// share far above 1/40; events unrelated to the clock stay near it.
+func period(ts []int64) (best int64, share float64) {
+	for _, p := range []int64{500e3, 1e6, 2e6, 2.5e6, 4e6, 10e6} {
+		var bins [40]int
+		for _, t := range ts {
+			bins[(t%p)*40/p]++
+		}
+		if f := float64(slices.Max(bins[:])) / float64(len(ts)); f > share {
+			best, share = p, f
+		}
+	}
+	return best, share
 }
 
 func sumStates(m map[string]int) int {
