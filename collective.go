@@ -292,10 +292,10 @@ func (ep *Endpoint) postColl(a *coll.Args, collAddr, root Addr, flags Flags, ctx
 		return errCollTooMany
 	}
 	ep.eng.Lock()
-	defer ep.eng.Unlock()
 	m := ep.mcLast
 	if m == nil || m.addr != collAddr || m.closed {
 		if m = ep.mcs[collAddr]; m == nil || m.closed {
+			ep.eng.Unlock()
 			return errCollAddr
 		}
 		ep.mcLast = m
@@ -304,6 +304,7 @@ func (ep *Endpoint) postColl(a *coll.Args, collAddr, root Addr, flags Flags, ctx
 	if root != AddrNotAvail {
 		a.Root = parentRank(m, root)
 		if a.Root < 0 {
+			ep.eng.Unlock()
 			return errCollRoot
 		}
 	}
@@ -320,11 +321,16 @@ func (ep *Endpoint) postColl(a *coll.Args, collAddr, root Addr, flags Flags, ctx
 		return len(b) >= elems*es
 	}
 	if !enough(a.Buf, bufBlocks, rootBuf) || !enough(a.Result, resBlocks, rootRes) {
+		ep.eng.Unlock()
 		return errCollBuf
 	}
 	a.Flags = uint64(flags & Completion)
-	c := m.g.Post(a, ctx)
-	if c != 0 && c != engine.CodeAgain {
+	c := m.g.Post(a, ctx) // never panics: coll checks what it is given
+	ep.eng.Unlock()
+	if c == 0 {
+		return nil
+	}
+	if c != engine.CodeAgain {
 		return opErr("Endpoint", Errno(c), "collective group failed")
 	}
 	return codeErr(c)

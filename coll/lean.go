@@ -136,7 +136,7 @@ func (g *Group) leanDone(fresh bool) {
 		}
 	}
 	sleepers, ph := s.sleepers, r.ph
-	g.shmDone()
+	g.leanComplete()
 	switch {
 	case sleepers && g.region != nil:
 		g.ringSleepers(r, ph)
@@ -146,6 +146,25 @@ func (g *Group) leanDone(fresh bool) {
 		// rank's arrival is visible to all, and the completion's work
 		// overlaps that wait instead of following it.
 		g.pokeLocal()
+	}
+}
+
+// leanComplete completes the lean operation: complete's one-step case
+// (no transport operation was ever in flight for it), then starts what
+// is queued behind it.
+func (g *Group) leanComplete() {
+	o := g.head()
+	ctx, flags := o.ctx, o.Flags
+	st := &g.pl.acts[0].shm // kept for the next one-step operation; drop the buffers
+	st.in, st.out = nil, nil
+	g.running, g.round, g.pending = false, -1, 0
+	g.sh.act, g.sh.st = -1, nil
+	o.ctx, o.Buf, o.Result = nil, nil, nil // the rest is rewritten by Post
+	g.qHead = (g.qHead + 1) & (qCap - 1)
+	g.qLen--
+	g.e.eng.CollComplete(ctx, flags, 0)
+	if g.qLen > 0 {
+		g.startHead()
 	}
 }
 

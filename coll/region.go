@@ -305,8 +305,9 @@ func (r *region) idle() bool { return r.wph.Load() == 0 }
 
 // arrived reports whether every local rank has arrived at my phase.
 func (r *region) arrived() bool {
-	for r.scan < r.n {
-		if r.arriveWord(r.scan, r.ph).Load() < r.ph {
+	ws, ph := r.arr[r.ph&1], r.ph
+	for r.scan < len(ws) {
+		if ws[r.scan].Load() < ph {
 			return false
 		}
 		r.scan++
