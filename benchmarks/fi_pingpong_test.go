@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -437,6 +438,101 @@ func fiFirstUse(b *testing.B, prov string, size int) {
 	b.ReportMetric(firstNs/steady, "first/steady")
 	n.ep.TSend(nil, peer, 0, nil)
 	n.wait(1, time.Now().Add(5*time.Second))
+}
+
+// BenchmarkFiFirstUseInProcess: the first round trips of a size on a
+// fresh pair of shm endpoints cost what later ones do (issue 12), measured
+// in this process with both endpoints driven by this goroutine, so that no
+// scheduling between processes enters the figures. Each iteration opens a
+// pair, inserts each one's address into the other's AV (as fi_pingpong
+// does before its timed loop), and runs round trips of the size:
+// first-us is the first round trip (first contact included),
+// first100-ns/round the mean of the first 100, steady-ns/round the mean
+// of the next 1000 (100 for 1 MiB), first/steady the ratio of the last
+// two, and first100-allocs the allocations of the first 100.
+func BenchmarkFiFirstUseInProcess(b *testing.B) {
+	for _, size := range fiPingPongSizes {
+		b.Run("size="+sizeName(size), func(b *testing.B) {
+			var first, first100, steady, allocs float64
+			for range b.N {
+				f, f100, st, al := firstUseInProcess(b, size)
+				first, first100, steady, allocs = first+f, first100+f100, steady+st, allocs+al
+			}
+			n := float64(b.N)
+			b.ReportMetric(first/n/1e3, "first-us")
+			b.ReportMetric(first100/n, "first100-ns/round")
+			b.ReportMetric(steady/n, "steady-ns/round")
+			b.ReportMetric(first100/steady, "first/steady")
+			b.ReportMetric(allocs/n, "first100-allocs")
+		})
+	}
+}
+
+// firstUseInProcess is one iteration of BenchmarkFiFirstUseInProcess: the
+// first round trip's time, the first 100's and the next ones' mean (ns)
+// and the allocations of the first 100.
+func firstUseInProcess(b *testing.B, size int) (first, first100, steady, allocs float64) {
+	b.StopTimer()
+	defer b.StartTimer()
+	a, err := openFiNode("shm")
+	if err != nil {
+		b.Skip(err)
+	}
+	defer a.close()
+	c, err := openFiNode("shm")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.close()
+	nameA, _ := a.ep.Name()
+	nameC, _ := c.ep.Name()
+	ac, err := a.av.Insert([][]byte{nameC}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ca, err := c.av.Insert([][]byte{nameA}, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ma, mc, ra, rc := make([]byte, size), make([]byte, size), make([]byte, size), make([]byte, size)
+	deadline := time.Now().Add(time.Minute)
+	one := func(from, to *fiNode, dst fi.Addr, msg, buf []byte) {
+		if err := to.ep.TRecv(buf, fi.AddrUnspec, 1, 0, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := from.ep.TSend(msg, dst, 1, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := waitBoth(to, from, deadline); err != nil {
+			b.Fatal(err)
+		}
+	}
+	round := func() {
+		one(a, c, ac[0], ma, rc)
+		one(c, a, ca[0], mc, ra)
+	}
+	later := 1000
+	if size >= 1<<20 {
+		later = 100
+	}
+	runtime.GC()
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	t0 := time.Now()
+	round()
+	t1 := time.Since(t0)
+	for range 99 {
+		round()
+	}
+	t100 := time.Since(t0)
+	runtime.ReadMemStats(&m1)
+	t0 = time.Now()
+	for range later {
+		round()
+	}
+	tl := time.Since(t0)
+	return float64(t1.Nanoseconds()), float64(t100.Nanoseconds()) / 100, float64(tl.Nanoseconds()) / float64(later),
+		float64(m1.Mallocs - m0.Mallocs)
 }
 
 // BenchmarkFiIdleRead is one CQ read that finds nothing on a shm endpoint

@@ -3,7 +3,11 @@ package shm
 import (
 	"os"
 	"sync"
+	"sync/atomic"
+	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // Huge pages for large rendezvous send buffers.
@@ -22,6 +26,16 @@ import (
 // 1 MiB message saves more than that within its first ten or so sends.
 // A hint: errors leave the memory as it was, and the block is not tried
 // again.
+//
+// The collapse runs on a goroutine of its own (hugeWorker, started with
+// the first transport), not on the send: it took 0.25 ms per block on a
+// quiet host but 11-80 ms when the kernel had to compact memory for the
+// huge page, and all of it landed on the first message of the size (a
+// 100-message run of 1 MiB lasts 15-20 ms). The kernel allocates the
+// huge page without the address space's lock, so the receiver's copies
+// from the block go on meanwhile (in 4 KiB pages); only the final copy
+// into the huge page (about 0.1-0.3 ms) holds them up. A block whose
+// hand-over finds the queue full is not advised (a hint).
 
 // MsgHugeMinEnv sets MsgHugeMin: the smallest rendezvous send buffer whose
 // memory the sender backs with huge pages (a size), or "off". Default 256k.
@@ -63,7 +77,70 @@ func (t *Transport) sendHuge(b []byte) {
 		t.huge.blk[t.huge.i] = blk
 		t.huge.i = (t.huge.i + 1) % hugeSeenN
 		t.huge.advised++
-		hugeAdvise(blk, hugeSize)
+		queueHuge(blk)
+	}
+}
+
+// hugeWork hands blocks from sendHuge to hugeWorker: a fixed queue under
+// a mutex and a futex word the worker sleeps on. The sender wakes the
+// worker's thread with a raw futex call, not through the Go scheduler: a
+// goroutine woken by a channel could make the runtime start a thread for
+// it, allocating on the first large send (seen as 6 allocations in
+// TestFirstRendezvous_DoesNotAllocate).
+var hugeWork struct {
+	once sync.Once
+	mu   sync.Mutex
+	q    [hugeSeenN]uintptr
+	n    int
+	word atomic.Uint32 // 1: blocks queued; the worker sleeps while 0
+	on   atomic.Bool   // the worker runs
+	done atomic.Uint64 // blocks advised, for tests
+}
+
+// startHugeWorker starts the goroutine that advises the blocks sendHuge
+// hands over (once per process; it lives as long as the process, asleep
+// in the kernel while there is nothing to do).
+func startHugeWorker() {
+	hugeWork.once.Do(func() {
+		hugeWork.on.Store(true)
+		go hugeWorker()
+	})
+}
+
+// queueHuge hands blk to the worker; without one, or with its queue full,
+// the block is not advised (a hint).
+func queueHuge(blk uintptr) {
+	if !hugeWork.on.Load() {
+		return
+	}
+	hugeWork.mu.Lock()
+	ok := hugeWork.n < len(hugeWork.q)
+	if ok {
+		hugeWork.q[hugeWork.n] = blk
+		hugeWork.n++
+	}
+	hugeWork.mu.Unlock()
+	if ok {
+		hugeWork.word.Store(1)
+		_, _, _ = unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(&hugeWork.word)), futexWakeOp, 1, 0, 0, 0)
+	}
+}
+
+func hugeWorker() {
+	var blks [hugeSeenN]uintptr
+	for {
+		if hugeWork.word.Swap(0) == 0 {
+			_ = futexWait(&hugeWork.word, 0, time.Hour)
+			continue
+		}
+		hugeWork.mu.Lock()
+		k := copy(blks[:], hugeWork.q[:hugeWork.n])
+		hugeWork.n = 0
+		hugeWork.mu.Unlock()
+		for _, blk := range blks[:k] {
+			hugeAdvise(blk, hugeSize)
+			hugeWork.done.Add(1)
+		}
 	}
 }
 

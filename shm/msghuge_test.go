@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/gofi-dev/fi/transport"
@@ -46,6 +47,13 @@ func TestSendHuge_AdvisesOnceAndKeepsPayload(t *testing.T) {
 	if n < 1 || n > 2 {
 		t.Fatalf("%d blocks advised for %d bytes", n, size)
 	}
+	// The advice itself is the worker's, after the send.
+	for deadline := time.Now().Add(20 * time.Second); hugeWork.done.Load() < uint64(n); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker advised %d blocks, want %d", hugeWork.done.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 	p.send(transport.KindMsg, msg)
 	p.send(transport.KindMsg, seqMsg(8, p.a.hugeMin/2))
 	p.until("two more messages", func() bool { return p.sb.n == 3 })
@@ -61,8 +69,8 @@ func TestSendHuge_AdvisesOnceAndKeepsPayload(t *testing.T) {
 }
 
 // BenchmarkReadPeerHuge: one process_vm_readv (a rendezvous single copy)
-// from a source in 4 KiB pages and from one sendHuge backed with huge
-// pages, at 256 KiB and 1 MiB (this process is its own peer: the kernel
+// from a source in 4 KiB pages and from one backed with huge pages
+// (hugeAdvise, what sendHuge's worker does), at 256 KiB and 1 MiB (this process is its own peer: the kernel
 // pins the source's pages either way).
 func BenchmarkReadPeerHuge(b *testing.B) {
 	for _, size := range []int{256 << 10, 1 << 20} {
@@ -73,12 +81,8 @@ func BenchmarkReadPeerHuge(b *testing.B) {
 				for i := range src {
 					src[i] = byte(i)
 				}
-				if huge {
-					var tr Transport
-					tr.sendHuge(src)
-					if tr.huge.advised == 0 {
-						b.Skip("no huge page")
-					}
+				if huge && !hugeAdvise(uintptr(unsafe.Pointer(&src[0])), uintptr(size)) {
+					b.Skip("no huge page")
 				}
 				dst := make([]byte, size)
 				b.SetBytes(int64(size))

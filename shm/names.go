@@ -35,9 +35,25 @@ func Dir() string {
 }
 
 // Prefix returns the per-user prefix of every segment name, "gofi-<euid>-".
-// Reap only ever considers files starting with it.
+// Reap only ever considers files starting with it. It is built once per
+// effective uid: every segment created or opened checks its name against
+// it (a ring growing on a message's path did so several times).
 func Prefix() string {
-	return "gofi-" + strconv.Itoa(os.Geteuid()) + "-"
+	euid := os.Geteuid()
+	if p := prefix.Load(); p != nil && p.euid == euid {
+		return p.s
+	}
+	p := &userPrefix{euid: euid, s: "gofi-" + strconv.Itoa(euid) + "-"}
+	prefix.Store(p)
+	return p.s
+}
+
+// prefix caches Prefix for one effective uid.
+var prefix atomic.Pointer[userPrefix]
+
+type userPrefix struct {
+	euid int
+	s    string
 }
 
 var nameCounter atomic.Uint64

@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -15,8 +16,8 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	dir := testDir(t)
 	p := newTPair(t, TransportConfig{})
 	p.a.Prepare(p.ab)
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 1 {
-		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
+		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b and a's spare", files)
 	}
 	pa := p.a.peers[p.ab]
 	if pa.out == nil || pa.connSlot < 0 {
@@ -26,11 +27,11 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	if pb := p.b.peers[p.ba]; pb.in == nil || pb.out == nil {
 		t.Fatalf("b's Prepare: inbound ring %v, outbound %v; want both", pb.in != nil, pb.out != nil)
 	}
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
-		t.Fatalf("after both Prepares: %d ring files, want 2", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
+		t.Fatalf("after both Prepares: %d ring files, want 4 (a ring each way, a spare each)", files)
 	}
 	p.a.Prepare(p.ab) // again: nothing more
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
 		t.Fatalf("a second Prepare made a file: %d ring files", files)
 	}
 	p.send(transport.KindMsg, seqMsg(1, 8))
@@ -38,8 +39,8 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	p.a, p.b, p.sa, p.sb, p.ab, p.ba = p.b, p.a, p.sb, p.sa, p.ba, p.ab
 	p.send(transport.KindMsg, seqMsg(2, 8))
 	p.until("pong", func() bool { return p.sb.n == 1 })
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
-		t.Errorf("after the first round trip: %d ring files, want the 2 prepared", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
+		t.Errorf("after the first round trip: %d ring files, want the 4 prepared", files)
 	}
 	if p.a.switches+p.b.switches != 0 {
 		t.Errorf("%d ring switches in an 8-byte round trip", p.a.switches+p.b.switches)
@@ -137,5 +138,34 @@ func TestTransport_UnreadRingToADeadPeerFailsIt(t *testing.T) {
 	}
 	if _, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); c == 0 {
 		t.Error("a send to the failed peer succeeded")
+	}
+}
+
+// The first growth of a ring after Prepare takes the spare segment made
+// then: a 4 KiB message (whose eagerDepth records need a 64 KiB ring)
+// makes no file on its way; the next growth beyond makes one as before.
+func TestPrepare_FirstGrowthTakesTheSpare(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{ShrinkAfter: time.Hour})
+	p.a.Prepare(p.ab)
+	p.b.Prepare(p.ba)
+	spare := p.a.spare
+	if spare == nil {
+		t.Fatal("no spare after Prepare")
+	}
+	p.send(transport.KindMsg, seqMsg(1, 4<<10))
+	p.until("4 KiB message", func() bool { return p.sb.n == 1 })
+	pa := p.a.peers[p.ab]
+	if p.a.spare != nil || pa.seg != spare.seg || pa.out.Cap() != spareCap {
+		t.Fatalf("after the first 4 KiB message: spare kept %v, ring is the spare %v, capacity %d",
+			p.a.spare != nil, pa.seg == spare.seg, pa.out.Cap())
+	}
+	if !bytes.Equal(p.sb.got[0], seqMsg(1, 4<<10)) {
+		t.Fatal("payload changed across the switch to the spare")
+	}
+	p.send(transport.KindMsg, seqMsg(2, 16<<10)) // needs 256 KiB: a new file
+	p.until("16 KiB message", func() bool { return p.sb.n == 2 })
+	if pa.seg == spare.seg || pa.out.Cap() <= spareCap || !bytes.Equal(p.sb.got[1], seqMsg(2, 16<<10)) {
+		t.Fatalf("16 KiB after the spare: ring capacity %d", pa.out.Cap())
 	}
 }

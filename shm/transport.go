@@ -178,6 +178,14 @@ const (
 	// prepareOut: Prepare connects ahead only while we have fewer rings
 	// out than this (16 of 8 KiB: 128 KiB of the shm directory).
 	prepareOut = 16
+	// spareCap is the capacity of the ring segment Prepare makes ahead
+	// for the first growth of a ring (a 132 KiB file per endpoint): the
+	// growths of fi_pingpong's default sizes fit it (a 4 KiB message's
+	// eagerDepth records need 64 KiB, a 64 KiB rendezvous streamed
+	// through the rings 128 KiB), and making a segment on the message
+	// path cost 0.4-1.1 ms and ~25 system calls on the first message of
+	// such a size (issue 12).
+	spareCap = 128 << 10
 )
 
 // Transport is the shm provider's transport.Transport. Its data-path
@@ -236,6 +244,9 @@ type Transport struct {
 	closed    bool
 	lastErr   atomic.Pointer[error] // cause of the last ENoSpc or EIO, for LastError
 	rma       rmaState              // one-sided operations (rma.go)
+	// spare is a ring segment of spareCap made ahead (Prepare) for the
+	// next growth, so that it makes no file on the message path
+	spare *ringSeg
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -406,7 +417,9 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.fetchFree = append(t.fetchFree, &fetchSeg{dst: make([][]byte, 0, preFetchIOV)})
 	}
 	if t.cma {
-		t.hugeMin = MsgHugeMin()
+		if t.hugeMin = MsgHugeMin(); t.hugeMin > 0 {
+			startHugeWorker()
+		}
 	}
 	t.cmaMin = cfg.CMAMin
 	if t.cmaMin <= 0 {
@@ -702,6 +715,20 @@ func (t *Transport) Prepare(pi transport.Peer) {
 	last := t.lastErr.Load()
 	if c := t.connect(p); c != 0 {
 		t.lastErr.Store(last) // a hint failed: nothing to report
+		return
+	}
+	t.makeSpare()
+}
+
+// makeSpare makes the spare ring segment for the next growth, unless
+// there is one, rings never grow that far, or the shm directory is
+// crowded (then growth would fail anyway).
+func (t *Transport) makeSpare() {
+	if t.spare != nil || spareCap > t.cfg.RingSize || spareCap <= t.cfg.MinRingSize || t.crowded() {
+		return
+	}
+	if rs, err := createRingSeg(spareCap); err == nil {
+		t.spare = rs
 	}
 }
 
@@ -1011,15 +1038,22 @@ func (t *Transport) growTo(p *peer, c int) bool {
 // replace starts writing to a new ring of capacity c for p. With check set
 // it first makes sure the shm directory stays at most 1/growLimit full.
 func (t *Transport) replace(p *peer, c int, check bool) error {
-	size := RingSegSize(c)
-	if check {
-		if err := roomToGrow(size); err != nil {
+	var rs *ringSeg
+	if t.spare != nil && c > p.out.Cap() && c <= t.spare.r.Cap() {
+		// A growth the spare covers: no file made now (its space was
+		// taken when it was made).
+		rs, t.spare = t.spare, nil
+	} else {
+		size := RingSegSize(c)
+		if check {
+			if err := roomToGrow(size); err != nil {
+				return err
+			}
+		}
+		var err error
+		if rs, err = createRingSeg(c); err != nil {
 			return err
 		}
-	}
-	rs, err := createRingSeg(c)
-	if err != nil {
-		return err
 	}
 	t.switches++
 	p.old, p.oldSeg, p.oldWant = p.out, p.seg, p.outWant
@@ -2290,6 +2324,10 @@ func (t *Transport) Close() error {
 		}
 	}
 	t.rmaClose()
+	if t.spare != nil {
+		_ = t.spare.seg.Close()
+		t.spare = nil
+	}
 	t.closed = true
 	return t.region.Close()
 }
