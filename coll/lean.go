@@ -51,16 +51,18 @@ func (g *Group) leanStart(o *opState) bool {
 	a := &p.acts[0]
 	a.done = false
 	st := &a.shm
-	st.kind, st.t, st.op, st.root, st.count, st.check = kind, o.Type, o.Op, o.Root, o.Count, o.check
-	st.in, st.out = o.Buf, o.Result
+	st.kind, st.check = kind, o.check
 	g.running, g.round, g.pending = true, 0, 1
 	s := &g.sh
 	s.act, s.st, s.k, s.K, s.waiting, s.lean = 0, st, 0, 1, true, true
 	s.sleepers = g.e.ringer != nil
-	s.t, s.es, s.wes, s.wide, s.chunk, s.acc = o.Type, es, es, false, 0, nil
-	s.fold, s.inl = nb > 0, nb > 0
 	if nb > 0 {
-		s.chunk = r.slot / es
+		// What the generic code reads of a folded inline reduction
+		// (a barrier needs only its kind and check word).
+		st.t, st.op, st.root, st.count = o.Type, o.Op, o.Root, o.Count
+		st.in, st.out = o.Buf, o.Result
+		s.t, s.es, s.wes, s.wide, s.chunk, s.acc = o.Type, es, es, false, r.slot/es, nil
+		s.fold, s.inl = true, true
 	}
 
 	r.enter()
