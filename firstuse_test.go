@@ -165,3 +165,33 @@ func pollFor(d time.Duration, cqs ...*CQ) {
 		}
 	}
 }
+
+// TestFirstUse_InsertedPairFirstRoundAlloc: on an shm pair whose
+// addresses were inserted (which connects ahead), the first round trip
+// allocates only what accepting the connection request posted ahead
+// makes (the request's names, the ring's mapping: firstContactAllocs),
+// and the first transmit takes a slot the endpoint started with; with the
+// connection made on the first send it allocated 60 or more. Three fresh
+// pairs in a row must exceed it to fail (the runtime allocates now and
+// then on its own).
+func TestFirstUse_InsertedPairFirstRoundAlloc(t *testing.T) {
+	const firstContactAllocs = 12
+	var n uint64
+	for range 3 {
+		a, b, ab, ba := pingPongNodes(t, "shm")
+		var failed error
+		round := pingPong(a, b, ab, ba, &failed)
+		runtime.GC()
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		round(8)
+		runtime.ReadMemStats(&m1)
+		if failed != nil {
+			t.Fatal(failed)
+		}
+		if n = m1.Mallocs - m0.Mallocs; n <= firstContactAllocs {
+			return
+		}
+	}
+	t.Errorf("first round trip of an inserted pair: %d allocations, three times in a row (want at most %d)", n, firstContactAllocs)
+}

@@ -297,6 +297,14 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 		ep.rx = append(ep.rx, &ops[i])
 		ep.rxFree = append(ep.rxFree, uint32(len(ops)-1-i))
 	}
+	// Transmit slots likewise: a send that cannot complete inside the
+	// transport (the first ones to a peer still connecting, the first
+	// rendezvous) takes one.
+	txs := make([]txOp, 4)
+	for i := range txs {
+		ep.tx = append(ep.tx, &txs[i])
+		ep.txFree = append(ep.txFree, uint32(len(txs)-1-i))
+	}
 	return ep, 0
 }
 
@@ -366,6 +374,7 @@ func (ep *Endpoint) Prepare(addrs []uint64) {
 			break
 		}
 		if p, c := ep.peer(a); c == 0 {
+			ep.peerSlots(p)
 			pr.Prepare(p)
 		}
 	}

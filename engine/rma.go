@@ -179,12 +179,18 @@ func iovBytes(iov [][]byte) uint64 {
 
 // track counts a transmit in flight to peer p (for FI_FENCE).
 func (ep *Endpoint) track(idx uint32, p transport.Peer) {
+	ep.peerSlots(p)
+	ep.tx[idx].peer = p
+	ep.outst[p]++
+}
+
+// peerSlots makes room for peer p in the per-peer counters (track; and
+// Prepare, so that the first send to a prepared peer allocates nothing).
+func (ep *Endpoint) peerSlots(p transport.Peer) {
 	for int(p) >= len(ep.outst) {
 		ep.outst = append(ep.outst, 0)
 		ep.fenced = append(ep.fenced, 0)
 	}
-	ep.tx[idx].peer = p
-	ep.outst[p]++
 }
 
 // untrack drops a finished transmit from its peer's count (txPut).
