@@ -647,7 +647,9 @@ func (e *Endpoint) watchOff(r *region) bool {
 	if e.ringer == nil || r == nil {
 		return true
 	}
-	r.wph.Store(0)
+	if r.wph.Load() != 0 {
+		r.wph.Store(0)
+	}
 	return !e.watchAll.Load()
 }
 

@@ -78,10 +78,10 @@ func (g *Group) leanStart(o *opState) bool {
 		}
 		if !r.arrived() {
 			if c := r.aborted(); c != 0 {
+				r.wph.Store(0) // not waiting
 				g.remoteAbort(c)
 				return true
 			}
-			r.waitFor()
 			g.shmList()
 			return true
 		}
@@ -124,6 +124,7 @@ func (g *Group) leanDone(fresh bool) {
 	set := int(r.ph) & 1
 	for _, w := range r.chk[set] {
 		if w.Load() != st.check {
+			r.wph.Store(0)           // not waiting
 			g.fail(engine.CodeInval) // ranks called different collectives
 			g.pokeLocal()            // the others may be asleep
 			return
@@ -173,7 +174,14 @@ func (g *Group) leanComplete() {
 // ringSleepers rings the local ranks that went to sleep waiting in phase
 // ph (their sleep words say ph), once this rank completed it.
 func (g *Group) ringSleepers(r *region, ph uint64) {
-	r.fence() // my arrival before my loads of their sleep words
+	// My arrival before my loads of their sleep words: a fence. When
+	// nothing started since (a phase of the next operation), the fence
+	// also marks the region idle for the wait condition.
+	if r.wph.Load() == ph {
+		r.wph.Store(0)
+	} else {
+		r.fence()
+	}
 	for j, w := range r.slp {
 		if j != r.me && w.Load() == ph {
 			g.e.ringer.RingPeer(g.peers[r.local[j]])

@@ -232,20 +232,15 @@ func (r *region) area(set int) []byte {
 
 // enter starts the next phase: this rank writes what it contributes to
 // it next (buffer set ph&1, its check word and inline data), then
-// publishes its arrival.
+// publishes its arrival. The wait condition (ready) learns the phase
+// here, before the shared line is written: the store is a locked one,
+// which after the arrival would wait until the arrival's line is this
+// CPU's own (a round trip between CPUs, when the others poll it); the
+// phase's end marks the region idle again (ringSleepers, watchOff).
 func (r *region) enter() {
 	r.ph++
 	r.scan = 0
-}
-
-// waitFor tells the wait condition (ready) that this rank waits in its
-// phase: called once it found a rank missing, before its progress pass
-// returns (and the caller perhaps sleeps). A rank that finds everyone
-// arrived at once stores nothing (the region stays idle for ready).
-func (r *region) waitFor() {
-	if r.wph.Load() != r.ph {
-		r.wph.Store(r.ph)
-	}
+	r.wph.Store(r.ph)
 }
 
 // publish stores this rank's arrival at its phase, after what it wrote
@@ -262,7 +257,6 @@ func (r *region) arrive() {
 	r.enter()
 	r.publish()
 	r.fence()
-	r.waitFor()
 }
 
 // fence orders this rank's earlier stores (its arrival) before its later

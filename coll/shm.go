@@ -300,6 +300,9 @@ func (g *Group) shmList() {
 // shmDone finishes the running step.
 func (g *Group) shmDone() {
 	i := g.sh.act
+	if r := g.region; r != nil && r.wph.Load() != 0 {
+		r.wph.Store(0) // idle for the wait condition (see enter)
+	}
 	g.sh.act, g.sh.st, g.sh.acc = -1, nil, nil
 	g.moved = true
 	if g.oneStep && g.running {
@@ -369,7 +372,6 @@ func (g *Group) shmAdvance() bool {
 				g.remoteAbort(c)
 				return true
 			}
-			r.waitFor()
 			g.shmList()
 			return did
 		}
