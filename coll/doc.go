@@ -31,7 +31,12 @@
 // per rank, reductions of parallel slices; see shm.go for each
 // collective's phases, ShmFoldMax for the size where allreduce switches
 // from every rank folding everything to parallel slices, and
-// ShmBudgetEnv for the region's size.
+// ShmBudgetEnv for the region's size. A barrier, and an allreduce or
+// reduce of at most 48 bytes (not FLOAT16/BFLOAT16), posted when nothing
+// else is queued, take the lean path of lean.go: the same one phase,
+// without the generic step machinery, operands in the control lines, the
+// first arriver without a fence (sleepers name their phase in a sleep
+// word; see leanDone).
 //
 // Over several nodes with more than one member on some (shm+tcp): the
 // hierarchical plans of hier.go (node-local steps over each node's region,
