@@ -294,7 +294,9 @@ func (t *Transport) rmaFast(rp *rmaPeer, req *transport.RMAReq, n int, total uin
 	}
 	slot := s.fastSlot(rp.fast)
 	r := &t.rma.freq
-	*r = rma.Request{Kind: rma.Kind(req.Kind), Datatype: req.Datatype, Op: req.Op, NIOV: n}
+	// Field by field (Encode reads these and the first n ranges only):
+	// assigning a whole Request clears its eight ranges.
+	r.Kind, r.Datatype, r.Op, r.NIOV, r.Flags, r.ID = rma.Kind(req.Kind), req.Datatype, req.Op, n, 0, 0
 	for i, v := range req.Remote[:n] {
 		r.IOV[i] = rma.IOV{Addr: v.Addr, Len: v.Len, Key: v.Key}
 	}

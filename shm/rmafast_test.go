@@ -367,3 +367,20 @@ func BenchmarkFastServe(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFastPostWithdraw: the initiator's side of a quick write
+// without a target (fastWait 0: posted, then withdrawn): the request's
+// building, posting and the withdrawal, for instruction counts.
+func BenchmarkFastPostWithdraw(b *testing.B) {
+	g := newFastRig(b)
+	old := fastWait
+	fastWait = 0
+	b.Cleanup(func() { fastWait = old })
+	req := writeReq(make([]byte, 8), 1000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, taken := g.ini.rmaFast(g.rp, req, 1, 8); taken {
+			b.Fatal("taken without a target")
+		}
+	}
+}
