@@ -140,7 +140,7 @@ func atomicTarget(prov string, alloc, spin bool, stdout io.Writer) error {
 		return err
 	}
 	defer mr.Close()
-	serveTarget(cq, spin)
+	serveTarget(cq, spin, prov)
 	return nil
 }
 
@@ -164,6 +164,9 @@ func atomicInitiator(prov string, alloc, spin bool, iters, window int, tests []s
 	printPlacement(stdout, place, nil)
 	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, target %s, load %s\n", prov, map[bool]string{true: "AllocMR", false: "RegMR"}[alloc],
 		targetDoes(spin), loadavg())
+	io.WriteString(stdout, busyPollNote(prov, false))
+	restore := b.coop.start(prov) // after the probe, which wants two Ps
+	defer func() { restore() }()
 	for _, op := range []string{"fetch-add", "cswap"} {
 		if !slices.Contains(tests, op) {
 			continue
@@ -182,6 +185,8 @@ func atomicInitiator(prov string, alloc, spin bool, iters, window int, tests []s
 		}
 		fmt.Fprintf(stdout, "rate %.0f\n", rate)
 	}
+	restore()
+	restore = func() {}
 	printPlacement(stdout, place, probeLocal())
 	return nil
 }
@@ -201,10 +206,12 @@ type atomicBench struct {
 	key  uint64
 	buf  [4][8]byte // operand, compare, result
 	ents [16]fi.CQEntry
+	coop coop
 }
 
 // reap reads completions, returning how many, or the first error.
 func (b *atomicBench) reap() (int, error) {
+	b.coop.poll()
 	n, err := b.cq.Read(b.ents[:])
 	switch {
 	case n > 0:

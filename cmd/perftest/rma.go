@@ -84,7 +84,7 @@ func rmaTarget(prov string, alloc, spin bool, size int, stdout io.Writer) error 
 		return err
 	}
 	defer mr.Close()
-	serveTarget(cq, spin)
+	serveTarget(cq, spin, prov)
 	return nil
 }
 
@@ -127,7 +127,10 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, w
 	place := probeLocal()
 	printPlacement(stdout, place, nil)
 	fmt.Fprintf(stdout, "# gofi %s, target memory from %s, target %s, load %s\n", prov, mem, targetDoes(spin), rep.Load)
+	io.WriteString(stdout, busyPollNote(prov, false))
 	b := &rmaBench{ab: atomicBench{ep: ep, cq: cq, dest: addrs[0], key: key}, buf: make([]byte, slices.Max(sizes))}
+	restore := b.ab.coop.start(prov) // after the probe, which wants two Ps
+	defer func() { restore() }()
 	// Warm-up before anything is timed: the target process has just
 	// started (its runtime, its first page faults, its first quick
 	// requests); the first test alone would pay for that.
@@ -162,6 +165,8 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, w
 			fmt.Fprintf(stdout, "%s %d %.1f\n", test, size, v)
 		}
 	}
+	restore()
+	restore = func() {}
 	end := probeLocal()
 	printPlacement(stdout, place, end)
 	for _, p := range []*Placement{place, end} {

@@ -85,3 +85,45 @@ func (n *node) coopYield() {
 		n.lastYield = time.Since(spinEpoch)
 	}
 }
+
+// coop is the same for the one-sided benchmarks' loops (perftest rma and
+// atomic: the initiator's completion reads and a spinning target's CQ
+// reads), which run on a CQ of their own rather than a node: both
+// processes of an shm run busy-poll, and a thread hand-off in either
+// (sysmon's preemption with an idle P) can leave the two polling threads
+// on one CPU, where the target never takes a quick request while the
+// initiator waits for it.
+type coop struct {
+	on    bool
+	polls uint32
+	last  time.Duration
+}
+
+// start switches the process to one P for a busy-polled run over prov
+// (busyPollOneP) and returns the function that switches back.
+func (c *coop) start(prov string) (restore func()) {
+	if !busyPollOneP(prov, false) {
+		return func() {}
+	}
+	prev := runtime.GOMAXPROCS(1)
+	c.on, c.last = true, time.Since(spinEpoch)
+	return func() {
+		c.on = false
+		runtime.GOMAXPROCS(prev)
+	}
+}
+
+// poll is called before each CQ read of the loop: every 64th call it
+// yields if the goroutine has run for coopEvery.
+func (c *coop) poll() {
+	if !c.on {
+		return
+	}
+	if c.polls++; c.polls&63 != 0 {
+		return
+	}
+	if now := time.Since(spinEpoch); now-c.last >= coopEvery {
+		runtime.Gosched()
+		c.last = time.Since(spinEpoch)
+	}
+}

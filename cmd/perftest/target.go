@@ -84,12 +84,15 @@ func startTarget(args []string, stderr io.Writer) (name []byte, key uint64, stop
 
 // serveTarget returns when stdin closes. Until then the target makes no
 // gofi call, or with spin polls cq in a loop (as a libfabric target must
-// for its RMA to progress).
-func serveTarget(cq *fi.CQ, spin bool) {
+// for its RMA to progress), over shm with one P and the periodic yield
+// (spinsched.go).
+func serveTarget(cq *fi.CQ, spin bool, prov string) {
 	if !spin {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		return
 	}
+	var c coop
+	defer c.start(prov)()
 	var stop atomic.Bool
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
@@ -97,6 +100,7 @@ func serveTarget(cq *fi.CQ, spin bool) {
 	}()
 	var e [8]fi.CQEntry
 	for i := 0; ; i++ {
+		c.poll()
 		_, _ = cq.Read(e[:])
 		if i&1023 == 0 && stop.Load() {
 			return
