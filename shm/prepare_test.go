@@ -169,3 +169,19 @@ func TestPrepare_FirstGrowthTakesTheSpare(t *testing.T) {
 		t.Fatalf("16 KiB after the spare: ring capacity %d", pa.out.Cap())
 	}
 }
+
+// An unused spare goes after ShrinkAfter without sends, as grown rings
+// shrink then: an idle pair made ahead is back to its two small rings.
+func TestPrepare_UnusedSpareGoesWhenIdle(t *testing.T) {
+	dir := testDir(t)
+	p := newTPair(t, TransportConfig{ShrinkAfter: 20 * time.Millisecond})
+	p.a.Prepare(p.ab)
+	p.b.Prepare(p.ba)
+	if p.a.spare == nil || p.b.spare == nil {
+		t.Fatal("no spare after Prepare")
+	}
+	p.until("spares closed", func() bool { return p.a.spare == nil && p.b.spare == nil })
+	if files, n := ringFiles(t, dir, p.a, p.b); files != 2 || n != int64(2*RingSegSize(DefaultMinRingSize)) {
+		t.Errorf("idle prepared pair: %d ring files of %d bytes, want the 2 small rings", files, n)
+	}
+}

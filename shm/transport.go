@@ -179,7 +179,8 @@ const (
 	// out than this (16 of 8 KiB: 128 KiB of the shm directory).
 	prepareOut = 16
 	// spareCap is the capacity of the ring segment Prepare makes ahead
-	// for the first growth of a ring (a 132 KiB file per endpoint): the
+	// for the first growth of a ring (a 132 KiB file per endpoint, closed
+	// after ShrinkAfter without sends, as grown rings shrink then): the
 	// growths of fi_pingpong's default sizes fit it (a 4 KiB message's
 	// eagerDepth records need 64 KiB, a 64 KiB rendezvous streamed
 	// through the rings 128 KiB), and making a segment on the message
@@ -247,6 +248,8 @@ type Transport struct {
 	// spare is a ring segment of spareCap made ahead (Prepare) for the
 	// next growth, so that it makes no file on the message path
 	spare *ringSeg
+	// sendsSeen is when tick last saw sends (or the spare was made)
+	sendsSeen time.Time
 }
 
 var _ transport.Transport = (*Transport)(nil)
@@ -728,7 +731,7 @@ func (t *Transport) makeSpare() {
 		return
 	}
 	if rs, err := createRingSeg(spareCap); err == nil {
-		t.spare = rs
+		t.spare, t.sendsSeen = rs, time.Now()
 	}
 }
 
@@ -2005,6 +2008,7 @@ func (t *Transport) tick() {
 		return
 	}
 	t.lastTick = now
+	busy := false
 	for _, p := range t.peers {
 		if p.out == nil || p.dead {
 			continue
@@ -2030,12 +2034,21 @@ func (t *Transport) tick() {
 		}
 		if p.sends != p.seenSends {
 			p.seenSends, p.active = p.sends, now
+			busy = true
 			continue
 		}
 		if p.out.Cap() > t.cfg.MinRingSize && now.Sub(p.active) >= t.cfg.ShrinkAfter &&
 			len(p.ctrl) == 0 && len(p.streams) == 0 && p.out.Free() == p.out.Cap()-ring.RecordHeader {
 			_ = t.replace(p, t.cfg.MinRingSize, false) // on failure it stays big
 		}
+	}
+	// An unused spare goes after ShrinkAfter without sends, as grown
+	// rings do: an idle endpoint keeps only small rings.
+	if busy {
+		t.sendsSeen = now
+	} else if t.spare != nil && now.Sub(t.sendsSeen) >= t.cfg.ShrinkAfter {
+		_ = t.spare.seg.Close()
+		t.spare = nil
 	}
 }
 
