@@ -355,13 +355,14 @@ func (ep *Endpoint) AddrChanged() {
 
 // Prepare resolves the fi_addrs just inserted into the AV and lets a
 // transport that can (transport.Preparer) make each peer's state and
-// connection now rather than on its first message (issue 12). At most
-// prepareMax addresses per call are prepared: a job inserting every rank
-// of a big host connects the rest on first use, as before. Failures are
-// left to the first send.
+// connection now rather than on its first message (issue 12). An insert
+// of more than prepareMax addresses prepares none: a job inserting every
+// rank of a big host at once connects on first use, as before (every
+// rank preparing the same first ranks would pile their connection
+// requests onto those). Failures are left to the first send.
 func (ep *Endpoint) Prepare(addrs []uint64) {
 	pr, ok := ep.tr.(transport.Preparer)
-	if !ok {
+	if !ok || len(addrs) > prepareMax {
 		return
 	}
 	ep.ser.Lock()
@@ -369,10 +370,7 @@ func (ep *Endpoint) Prepare(addrs []uint64) {
 	if ep.closed {
 		return
 	}
-	for i, a := range addrs {
-		if i == prepareMax {
-			break
-		}
+	for _, a := range addrs {
 		if p, c := ep.peer(a); c == 0 {
 			ep.peerSlots(p)
 			pr.Prepare(p)
@@ -380,7 +378,7 @@ func (ep *Endpoint) Prepare(addrs []uint64) {
 	}
 }
 
-// prepareMax bounds the peers one AV insert prepares (Prepare).
+// prepareMax is the largest AV insert whose peers Prepare prepares.
 const prepareMax = 16
 
 // ---------------------------------------------------------------------------

@@ -523,3 +523,41 @@ func runEndpointTable(t *testing.T) {
 		t.Run(tc.name, tc.f)
 	}
 }
+
+// prepCount is a transport that counts Prepare calls (transport.Preparer).
+type prepCount struct {
+	transport.Transport
+	peers []transport.Peer
+}
+
+func (p *prepCount) Prepare(pr transport.Peer) { p.peers = append(p.peers, pr) }
+
+// Prepare hands every address of a small AV insert to a transport that
+// prepares connections, and none of an insert of more than prepareMax
+// addresses (a big job's ranks connect on first use, as before).
+func TestEndpoint_PrepareSmallInsertsOnly(t *testing.T) {
+	h := newHub(64)
+	tr := &prepCount{Transport: h.NewPipe("A")}
+	bk := &book{}
+	for i := range prepareMax + 1 {
+		bk.Names = append(bk.Names, string(rune('a'+i)))
+	}
+	cq := NewCQ(8, nil)
+	ep, c := NewEndpoint(Config{Transport: tr, Addrs: bk, TxCQ: cq, RxCQ: cq})
+	if c != 0 {
+		t.Fatal(c)
+	}
+	defer ep.Close()
+	ep.Prepare([]uint64{0, 1, 2})
+	if len(tr.peers) != 3 {
+		t.Fatalf("an insert of 3: %d peers prepared", len(tr.peers))
+	}
+	all := make([]uint64, prepareMax+1)
+	for i := range all {
+		all[i] = uint64(i)
+	}
+	ep.Prepare(all)
+	if len(tr.peers) != 3 {
+		t.Errorf("an insert of %d: %d more peers prepared, want none", len(all), len(tr.peers)-3)
+	}
+}
