@@ -14,8 +14,10 @@
 // ring) are placed in segments created here. One-sided operations (RMA
 // and atomics, rma.go) are done by the initiator on AllocMR memory it maps
 // (atomics with the element kernels of package dtype/kernel, rma_atomic.go),
-// by process_vm_writev/readv, by the target's Poll when its application
-// is polling anyway (quick requests, rmafast.go), or by the target's
+// by process_vm_writev/readv (pwrite/pread on the target's
+// /proc/<pid>/mem for windows up to 2 KiB, procmem.go), by the target's
+// Poll when its application is polling anyway (quick requests,
+// rmafast.go), or by the target's
 // executor goroutine (rmachan.go), all checked through package rma's key
 // table.
 //

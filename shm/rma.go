@@ -20,7 +20,9 @@ import (
 //   - Otherwise, when the kernel lets this process reach the target's
 //     memory (single copy on, the same pid namespace), it is one
 //     process_vm_writev / process_vm_readv per local buffer into or out
-//     of the target's registered Go memory.
+//     of the target's registered Go memory (a pwrite / pread on the
+//     target's /proc/<pid>/mem, opened once, for windows up to 2 KiB:
+//     procmem.go).
 //   - An atomic whose every range lies in AllocMR memory is executed by
 //     the initiator on its mapping with the processor's atomic
 //     instructions (rma_atomic.go), except for 16-byte datatypes.
