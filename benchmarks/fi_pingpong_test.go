@@ -495,6 +495,11 @@ func firstUseInProcess(b *testing.B, size int) (first, first100, steady, allocs 
 		b.Fatal(err)
 	}
 	ma, mc, ra, rc := make([]byte, size), make([]byte, size), make([]byte, size), make([]byte, size)
+	for _, b := range [][]byte{ma, mc, ra, rc} { // mapped, as an application's buffers would be
+		for i := range b {
+			b[i] = 0
+		}
+	}
 	deadline := time.Now().Add(time.Minute)
 	one := func(from, to *fiNode, dst fi.Addr, msg, buf []byte) {
 		if err := to.ep.TRecv(buf, fi.AddrUnspec, 1, 0, nil); err != nil {
