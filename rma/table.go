@@ -161,6 +161,7 @@ type Table struct {
 	mu       sync.Mutex // registration, counters
 	kmu      sync.RWMutex
 	byKey    map[uint64]int32
+	hints    [16]atomic.Int32 // slot+1 of a key recently found, by key&15 (find)
 	priv     []privSlot
 	sfree    []int32
 	cfree    []int32
@@ -519,12 +520,23 @@ func (t *Table) raceSync() {
 // find returns the slot registered under key, or -1.
 func (t *Table) find(key uint64) int {
 	if t.owner {
+		// A hint is only a guess (any slot number is safe to try): it is
+		// taken when that slot is live under this key, as the map would
+		// say, and Acquire checks key and state again around its cell.
+		// Executors and Poll find keys concurrently, so the hints are
+		// atomic words rather than a map; a hit skips the lock and the map.
+		hw := &t.hints[key&15]
+		if h := int(hw.Load()) - 1; h >= 0 && h < t.l.Slots &&
+			t.field(h, sKey).Load() == key && t.state(h).Load()&stMask == stLive {
+			return h
+		}
 		t.kmu.RLock()
 		s, ok := t.byKey[key]
 		t.kmu.RUnlock()
 		if !ok {
 			return -1
 		}
+		hw.Store(s + 1)
 		return int(s)
 	}
 	if s, ok := t.cache[key]; ok && t.field(int(s), sKey).Load() == key && t.state(int(s)).Load()&stMask == stLive {

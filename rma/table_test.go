@@ -302,3 +302,44 @@ func FuzzOpenTable(f *testing.F) {
 		_ = v.Counter(-1)
 	})
 }
+
+// TestTable_OwnerHintsNeverMislead: the owner's key hints (find) point at
+// slots that were since closed or reused under a key sharing the hint
+// word: Acquire still answers as the key map does.
+func TestTable_OwnerHintsNeverMislead(t *testing.T) {
+	tb := newTestTable(t, 4, 2)
+	a, b := make([]byte, 10), make([]byte, 20)
+	slot, _, err := tb.Register(Region{Mem: a, Key: 3}, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquire := func(key uint64, want Code, mem []byte) {
+		t.Helper()
+		h, c := tb.Acquire(key)
+		if c != want {
+			t.Fatalf("Acquire(%d) = %d, want %d", key, c, want)
+		}
+		if c == OK {
+			if &h.Mem[0] != &mem[0] {
+				t.Fatalf("Acquire(%d) gave another region", key)
+			}
+			h.Release()
+		}
+	}
+	acquire(3, OK, a) // hint for 3 (and 19) -> slot
+	tb.Deregister(slot, nil)
+	acquire(3, EAccess, nil)
+	// 19 shares 3's hint word and takes the same slot.
+	if s, _, err := tb.Register(Region{Mem: b, Key: 19}, false, nil); err != nil || s != slot {
+		t.Fatalf("Register(19) = %d, %v", s, err)
+	}
+	acquire(3, EAccess, nil)
+	acquire(19, OK, b)
+	// 3 again, in another slot, while the hint says 19's slot.
+	if _, _, err := tb.Register(Region{Mem: a, Key: 3}, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	acquire(3, OK, a)
+	acquire(19, OK, b)
+	acquire(35, EAccess, nil)
+}
