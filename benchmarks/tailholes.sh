@@ -6,7 +6,8 @@
 #   GOMAXPROCS=2 benchmarks/tailholes.sh          # the runtime's default scheduling
 #
 # Runs perftest latency -dump under perf record -a -k CLOCK_MONOTONIC
-# (context switches, wake-ups, nanosleep, interrupts, hrtimers), then
+# (context switches, wake-ups, nanosleep, interrupts, hrtimers, page
+# faults), then
 # cmd tailholes, which matches every round trip slower than X times its
 # size's median (default 5) with what the kernel ran on the CPUs while it
 # lasted, and prints per size: the spinners' switches out, every other
@@ -33,6 +34,7 @@ echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf record -q -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
 	-e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_nanosleep \
 	-e irq:irq_handler_entry -e irq:softirq_entry -e timer:hrtimer_expire_entry \
+	-e exceptions:page_fault_user -e exceptions:page_fault_kernel \
 	-- "$out/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$out/dump.txt" 2>/dev/null
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace >"$out/perf.txt" 2>/dev/null

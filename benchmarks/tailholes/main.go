@@ -144,6 +144,8 @@ func parsePerf(r io.Reader) (*trace, error) {
 			if tid > 0 {
 				get(tid, m[1]).nanos++
 			}
+		case strings.HasPrefix(ev, "exceptions:page_fault"):
+			tr.points[cpu] = append(tr.points[cpu], point{t, strings.TrimPrefix(ev, "exceptions:") + " (" + tr.tasks[tid].comm + ")"})
 		case strings.HasPrefix(ev, "irq:") || strings.HasPrefix(ev, "timer:"):
 			what := strings.TrimPrefix(strings.TrimPrefix(ev, "irq:"), "timer:")
 			if d := detailRE.FindString(rest); d != "" {
