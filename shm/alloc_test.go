@@ -49,9 +49,12 @@ func TestHotPaths_DoNotAllocate(t *testing.T) {
 			t.Errorf("%s: %v allocs per call", c.what, n)
 		}
 	}
-	// A Wait that really sleeps in the kernel and times out.
+	// A Wait that really sleeps in the kernel and times out. The
+	// runtime may start a thread (and count its allocation) while a
+	// thread sleeps in the kernel on a loaded machine: the least of a
+	// few tries is the call's own count.
 	never := func() bool { return false }
-	if n := testing.AllocsPerRun(10, func() { _, _ = d.Wait(50*time.Microsecond, never) }); n != 0 {
+	if n := leastAllocs(5, 10, func() { _, _ = d.Wait(50*time.Microsecond, never) }); n != 0 {
 		t.Errorf("sleeping Wait: %v allocs per call", n)
 	}
 	// Ring with a sleeper: another goroutine sleeps while we ring.
@@ -64,12 +67,24 @@ func TestHotPaths_DoNotAllocate(t *testing.T) {
 	for d.Sleepers() == 0 {
 		time.Sleep(time.Millisecond)
 	}
-	if n := testing.AllocsPerRun(100, func() { _ = d.Ring() }); n != 0 {
+	if n := leastAllocs(5, 100, func() { _ = d.Ring() }); n != 0 {
 		t.Errorf("Ring with a sleeper: %v allocs per call", n)
 	}
 	flag.Store(1)
 	_ = d.Ring()
 	<-done
+}
+
+// leastAllocs is the least of tries AllocsPerRun(runs, f) counts: a
+// call that allocates does so in every try, while an allocation of the
+// runtime's own (a thread started while another sleeps in a system call)
+// lands in one.
+func leastAllocs(tries, runs int, f func()) float64 {
+	least := testing.AllocsPerRun(runs, f)
+	for i := 1; i < tries && least > 0; i++ {
+		least = min(least, testing.AllocsPerRun(runs, f))
+	}
+	return least
 }
 
 // fixedSink receives into one preallocated buffer and allocates nothing.
