@@ -159,10 +159,11 @@ for r in $(seq 1 "$ROUNDS"); do
 	"$tmp/perftest" place -cpus "$CPUS" -tail "$ITERS" -json |
 		awk -F'[:,]' '/p50_ns/ { p50 = $2 } /p99_ns/ { p99 = $2 } /p99_9_ns/ { p999 = $2 } /max_ns/ { mx = $2 }
 			END { printf "  Go flag (pinned)          %8.3f %8.3f %8.3f %8.1f\n", p50/1e3, p99/1e3, p999/1e3, mx/1e3 }'
+	rm -f "$tmp/dump"
 	counted "$tmp/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$tmp/dump" 2>/dev/null |
 		awk '/^#/ { print "  " $0; next } /^bytes/ { next } { printf "  gofi %s %-6s             %8.3f %8.3f %8.3f   (mean %s)\n", "'"$PROV"'", $1, $3, $5, $6, $7 }'
 	# stalls per second of each size's timed loop, from -dump (size, start ns, half ns)
-	awk '!/^#/ { if (!($1 in first)) { first[$1] = $2; order[++n] = $1 } last[$1] = $2 + 2 * $3; if ($3 > 5000) st[$1]++ }
+	[ -s "$tmp/dump" ] && awk '!/^#/ { if (!($1 in first)) { first[$1] = $2; order[++n] = $1 } last[$1] = $2 + 2 * $3; if ($3 > 5000) st[$1]++ }
 		END { if (!n) exit; printf "    (stalls over 5 us per second:"
 			for (i = 1; i <= n; i++) { s = order[i]; printf "%s %d B %.0f", (i > 1 ? "," : ""), s, st[s] / ((last[s] - first[s]) / 1e9) }
 			print ")" }' "$tmp/dump"
