@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	stdnet "net"
 	"net/netip"
 	"sync"
@@ -72,27 +73,28 @@ type tconn struct {
 	lastPush   bool   // the last frame decoded was a PUSH (own.go: read the next header alone)
 
 	// under peer.mu
-	ready    bool // handshake done and no write error: writes allowed
-	closed   bool
-	detached bool // torn down: its OnClose does nothing more
-	retiring bool // duplicate: RETIRE queued as its last frame (converge)
-	gated    bool // the connection switched to: writes wait for RETIRE ack
-	viaName  bool // inbound, dialed at exactly our announced address
-	werr     error
-	inEpoll  bool        // registered with the flusher
-	armed    bool        // the flusher's one-shot EPOLLOUT is armed
-	outq     atomic.Bool // the send queue holds bytes (set and cleared under mu; read by Poll)
-	q        []outEntry
-	qh       int
-	queued   int // bytes copied into q (the high-water mark counts these)
-	hbuf     [hdrSize]byte
-	cbuf     [hdrSize]byte // a CREDIT frame riding in front of a write (writeDirect)
-	iovs     []unix.Iovec
-	trunc    [][]byte
-	rmaHdr   [hdrSize + rma.MaxReqHeader]byte // an RMA request's headers (rma.go)
-	rmaPay   [][]byte
-	ab       []byte // RMA answers gathered in this decoding pass (rma.go)
-	abListed bool   // listed in Transport.answers
+	ready     bool // handshake done and no write error: writes allowed
+	closed    bool
+	detached  bool // torn down: its OnClose does nothing more
+	retiring  bool // duplicate: RETIRE queued as its last frame (converge)
+	gated     bool // the connection switched to: writes wait for RETIRE ack
+	viaName   bool // inbound, dialed at exactly our announced address
+	inherited bool // became tx when the peer closed our dial (closedInOrderLocked)
+	werr      error
+	inEpoll   bool        // registered with the flusher
+	armed     bool        // the flusher's one-shot EPOLLOUT is armed
+	outq      atomic.Bool // the send queue holds bytes (set and cleared under mu; read by Poll)
+	q         []outEntry
+	qh        int
+	queued    int // bytes copied into q (the high-water mark counts these)
+	hbuf      [hdrSize]byte
+	cbuf      [hdrSize]byte // a CREDIT frame riding in front of a write (writeDirect)
+	iovs      []unix.Iovec
+	trunc     [][]byte
+	rmaHdr    [hdrSize + rma.MaxReqHeader]byte // an RMA request's headers (rma.go)
+	rmaPay    [][]byte
+	ab        []byte // RMA answers gathered in this decoding pass (rma.go)
+	abListed  bool   // listed in Transport.answers
 }
 
 // newTconn makes a connection's state with its scratch and queue space,
@@ -531,6 +533,9 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 	}
 	if tc.werr != nil {
 		err = tc.werr
+	}
+	if errors.Is(err, io.EOF) && tc.state == stReady && !t.closing.Load() && p.closedInOrderLocked(tc) {
+		return gnet.None
 	}
 	code := codeOf(err)
 	switch {

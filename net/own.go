@@ -3,6 +3,7 @@ package net
 import (
 	"context"
 	"errors"
+	"io"
 	stdnet "net"
 	"os"
 	"time"
@@ -438,7 +439,7 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 		case err == unix.EAGAIN || err == unix.EINTR:
 		default:
 			if err == nil {
-				err = unix.ECONNRESET
+				err = io.EOF // the peer closed it in order (OnClose)
 			}
 			if owner {
 				tc.fail(err)

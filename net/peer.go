@@ -638,6 +638,12 @@ func (p *peer) convergeLocked() {
 // retireReadLocked handles RETIRE on tc (step 2, on the winner).
 func (p *peer) retireReadLocked(tc *tconn) error {
 	tx := p.tx
+	if tx == tc && tc.inherited {
+		// The peer retired its dial while closing: our dial's EOF came
+		// first and this connection took its place (closedInOrderLocked).
+		// Its own EOF follows.
+		return nil
+	}
 	if tc.dialed || tx == nil || tx == tc || !tx.dialed || tx.retiring || p.t.rank(p) >= 0 {
 		return fmt.Errorf("%w: unexpected RETIRE", errProto)
 	}
@@ -668,6 +674,58 @@ func (p *peer) retireAckedLocked(tc *tconn) error {
 // nothing is owed on it any more. Bytes gnet may still deliver from it are
 // refused (it is detached).
 func (p *peer) retireLocked(tc *tconn) {
+	p.detachLocked(tc)
+	p.t.retired.Add(1)
+}
+
+// closedInOrderLocked handles the peer's orderly close (EOF) of tc while
+// another of its connections to us is still attached, and reports whether
+// it did; otherwise OnClose tears the peer down.
+//
+// A closing endpoint closes all its connections, and each one's EOF comes
+// after every byte the peer wrote on it, but the EOFs of different
+// connections come in no particular order: while two connections of a
+// simultaneous connect were converging, the peer could write a message on
+// its dial, see it complete, close, and this side read the EOF of its own
+// dial first. Tearing the peer down then detached the other connection
+// with the message still unread: a send the peer saw complete never
+// arrived (TestTCPAcrossNetworkNamespaces, 1 run in 15). So tc alone is
+// dropped here, as a retired one is, and the peer is torn down when its
+// last connection closes, after everything it sent. A peer only closes a
+// single connection by retiring it (convergeLocked), so nothing else is
+// lost waiting: pending operations fail in that last teardown.
+//
+// When tc was the connection this side sends on, the other one takes its
+// place; a retiring or gated one cannot (the loser's retired dial, which
+// the winner never writes on past its HELLO: nothing is left unread
+// there), and the peer is torn down at once as before.
+func (p *peer) closedInOrderLocked(tc *tconn) bool {
+	var next *tconn
+	for _, o := range p.conns {
+		if o != tc && !o.detached && !o.closed {
+			next = o
+			break
+		}
+	}
+	if next == nil {
+		return false
+	}
+	if p.tx == tc {
+		if !next.ready || next.retiring || next.gated {
+			return false
+		}
+		p.tx = next
+		next.inherited = true
+	}
+	tc.cur = nil // a frame the peer's close cut short: its slot fails in the last teardown
+	tc.failQueue(transport.EConnReset)
+	p.detachLocked(tc)
+	return true
+}
+
+// detachLocked forgets tc: it writes no more and bytes gnet may still
+// deliver from it are refused.
+func (p *peer) detachLocked(tc *tconn) {
 	t := p.t
 	tc.detached = true
 	tc.ready = false
@@ -681,7 +739,6 @@ func (p *peer) retireLocked(tc *tconn) {
 	if i := slices.Index(p.conns, tc); i >= 0 {
 		p.conns = slices.Delete(p.conns, i, i+1)
 	}
-	t.retired.Add(1)
 }
 
 // connsTo returns how many connections to peer pi are attached (tests).
