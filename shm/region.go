@@ -303,7 +303,7 @@ func (q *ConnQueue) post(req ConnRequest) (int, error) {
 	if req.RingSize <= 0 || req.RingSize > MaxSegmentSize {
 		return -1, fmt.Errorf("%w: post ring size %d", ErrSize, req.RingSize)
 	}
-	pid := uint64(os.Getpid())
+	pid := uint64(selfPID)
 	req.SenderPID = int(pid)
 	for i := 0; i < q.n; i++ {
 		w := q.word(i)
@@ -344,12 +344,19 @@ func (q *ConnQueue) Reply(i int) (rep ConnReply, done bool, err error) {
 	return rep, done, err
 }
 
+// selfPID is this process's pid, read once: os.Getpid is a system call,
+// and a sender whose connection awaits its answer checks its slot's owner
+// on every poll (0.3-0.4 us a poll here, where a BPF program runs on every
+// system call: an 8-byte fetch-add to an idle target took 0.77 instead of
+// 0.38 us while the connection made at AV insert stayed unanswered).
+var selfPID = os.Getpid()
+
 func (q *ConnQueue) reply(i int) (rep ConnReply, done bool, err error) {
 	if i < 0 || i >= q.n {
 		return rep, false, fmt.Errorf("%w: slot %d of %d", ErrSize, i, q.n)
 	}
 	w := q.word(i).Load()
-	if pidOf(w) != os.Getpid() || stateOf(w) == ConnFree {
+	if pidOf(w) != selfPID || stateOf(w) == ConnFree {
 		return rep, false, fmt.Errorf("shm: connection slot %d no longer ours: %w", i, ErrClosed)
 	}
 	s := q.slot(i)
@@ -379,7 +386,7 @@ func (q *ConnQueue) release(i int) error {
 	}
 	w := q.word(i)
 	old := w.Load()
-	if pidOf(old) != os.Getpid() || stateOf(old) == ConnFree {
+	if pidOf(old) != selfPID || stateOf(old) == ConnFree {
 		return fmt.Errorf("shm: connection slot %d no longer ours: %w", i, ErrClosed)
 	}
 	if !w.CompareAndSwap(old, old&(0xffffff<<8)) {

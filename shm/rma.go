@@ -718,7 +718,7 @@ func (t *Transport) rmaCheck(p *peer, rp *rmaPeer) {
 		t.fail(p, transport.EConnReset)
 		return
 	}
-	if v := rp.svc.ent(rp.ent).Load(); v>>32 != uint64(os.Getpid()) {
+	if v := rp.svc.ent(rp.ent).Load(); v>>32 != uint64(selfPID) {
 		t.rmaFail(p, transport.EIO)
 	}
 }

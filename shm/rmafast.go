@@ -1,7 +1,6 @@
 package shm
 
 import (
-	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -115,7 +114,7 @@ var fastSerial atomic.Uint32
 // owner token, or -1. A slot left by an owner that died is reset first
 // (waiting, at most timeout, for a target still executing its request).
 func (s *svc) claimFast(timeout time.Duration) (int, uint64) {
-	tok := uint64(os.Getpid())<<32 | uint64(fastSerial.Add(1))
+	tok := uint64(selfPID)<<32 | uint64(fastSerial.Add(1))
 	for i := 0; i < SvcEntries; i++ {
 		w := s.fastOwner(i)
 		if w.Load() != 0 || !w.CompareAndSwap(0, tok) {

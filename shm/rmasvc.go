@@ -194,7 +194,7 @@ func (s *svc) ent(i int) *atomic.Uint64 { return word64(s.mem, svcEntOff+i*svcEn
 // claim takes a free entry for a channel segment named name and marks it
 // ready: the index, or -1 when every entry is taken.
 func (s *svc) claim(name string) int {
-	pid := uint64(os.Getpid())
+	pid := uint64(selfPID)
 	for i := 0; i < SvcEntries; i++ {
 		w := s.ent(i)
 		if w.Load() != entFree || !w.CompareAndSwap(entFree, pid<<32|entClaim) {
@@ -213,7 +213,7 @@ func (s *svc) claim(name string) int {
 
 // giveUp tells the executor the initiator dropped the channel of entry i.
 func (s *svc) giveUp(i int) {
-	pid := uint64(os.Getpid())
+	pid := uint64(selfPID)
 	w := s.ent(i)
 	for {
 		v := w.Load()
