@@ -1978,7 +1978,13 @@ func (t *Transport) progressBusy() bool {
 			p.old, p.oldSeg, p.oldWant = nil, nil, nil
 			did = true
 		}
-		if !p.since.IsZero() && !p.dead {
+		// The liveness of a peer that owes us nothing but the answer to
+		// our connection request is looked at on one pass in 64: a peer
+		// connected to ahead (Prepare) that never polls leaves the request
+		// unanswered for good, and a clock read on every poll of ours cost
+		// an 8-byte fetch-add to such an idle target 0.38 -> 0.47 us.
+		pending := p.connSlot >= 0 && len(p.ctrl) == 0 && len(p.streams) == 0 && len(p.held) == 0 && len(p.fetch) == 0
+		if !p.since.IsZero() && !p.dead && (!pending || t.polls&63 == 0) {
 			if now.IsZero() {
 				now = time.Now()
 			}
