@@ -41,16 +41,7 @@ func (g *Group) leanStart(o *opState) bool {
 	default:
 		return false
 	}
-	p := &g.pl
-	if !g.oneStep {
-		p.reset()
-		p.shmStep(shmStep{})
-		p.endRound()
-		g.oneStep = true
-	}
-	a := &p.acts[0]
-	a.done = false
-	st := &a.shm
+	st := g.oneStepAct()
 	st.kind, st.check = kind, o.check
 	g.running, g.round, g.pending = true, 0, 1
 	s := &g.sh

@@ -193,16 +193,7 @@ func (g *Group) startOneStep(o *opState) bool {
 	if kind == 0 {
 		return false
 	}
-	p := &g.pl
-	if !g.oneStep {
-		p.reset()
-		p.shmStep(shmStep{})
-		p.endRound()
-		g.oneStep = true
-	}
-	a := &p.acts[0]
-	a.done = false
-	st := &a.shm // field by field: cheaper than a whole new step
+	st := g.oneStepAct() // field by field: cheaper than a whole new step
 	st.kind, st.t, st.op, st.root, st.count, st.check = kind, o.Type, o.Op, o.Root, o.Count, o.check
 	st.in, st.out = o.Buf, o.Result
 	if kind == shmBcast {
@@ -212,6 +203,26 @@ func (g *Group) startOneStep(o *opState) bool {
 	g.running, g.round, g.pending = true, 0, 1
 	g.startShm(0)
 	return true
+}
+
+// oneStepAct makes the plan one shared-memory step in one round, unless
+// the previous operation left it so, and returns that step for the caller
+// to rewrite (startOneStep, leanStart).
+func (g *Group) oneStepAct() *shmStep {
+	if !g.oneStep {
+		g.makeOneStep()
+	}
+	a := &g.pl.acts[0]
+	a.done = false
+	return &a.shm
+}
+
+func (g *Group) makeOneStep() {
+	p := &g.pl
+	p.reset()
+	p.shmStep(shmStep{})
+	p.endRound()
+	g.oneStep = true
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
