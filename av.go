@@ -306,12 +306,7 @@ func (av *AV) addOnChange(fn func()) {
 func (av *AV) notify() {
 	av.mu.RLock()
 	fns := av.onChange
-	var eps []avNotifier
-	for ep := range av.bound {
-		if n, ok := ep.(avNotifier); ok {
-			eps = append(eps, n)
-		}
-	}
+	eps := boundAs[avNotifier](av)
 	av.mu.RUnlock()
 	for _, fn := range fns {
 		fn()
@@ -325,16 +320,23 @@ func (av *AV) notify() {
 // connect ahead (avPreparer). Called without av.mu held.
 func (av *AV) prepare(addrs []Addr) {
 	av.mu.RLock()
-	var eps []avPreparer
-	for ep := range av.bound {
-		if p, ok := ep.(avPreparer); ok {
-			eps = append(eps, p)
-		}
-	}
+	eps := boundAs[avPreparer](av)
 	av.mu.RUnlock()
 	for _, p := range eps {
 		p.avInserted(av, addrs)
 	}
+}
+
+// boundAs lists the endpoints bound to av that implement T. Caller holds
+// av.mu (read is enough).
+func boundAs[T any](av *AV) []T {
+	var eps []T
+	for ep := range av.bound {
+		if t, ok := ep.(T); ok {
+			eps = append(eps, t)
+		}
+	}
+	return eps
 }
 
 // InsertError reports an insertion in which some addresses failed. The
