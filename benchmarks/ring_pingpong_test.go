@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,10 +21,15 @@ import (
 
 // Cross-process ping-pong over one /dev/shm mapping. The peer is this test
 // binary re-executed (TestRingPingPongPeer with the env vars below) and
-// echoes until told to stop. Two variants, alternated in one run:
+// echoes until told to stop. Three variants, alternated in one run:
 //
 //   - flag: the floor, a bare atomic word. The initiator stores an odd
-//     value, the peer answers with the next even value.
+//     value, the peer answers with the next even value. Each side reads,
+//     then writes the same line.
+//   - flag2: two words on two lines, one per direction, as two one-way
+//     rings have: each side writes a line the other holds because it
+//     polls it, so each way is an invalidation plus the other's read. The
+//     floor of any ping-pong over two one-way rings.
 //   - ring: an 8-byte record through ring A, echoed back through ring B.
 //
 // ns/op is one round trip; ns/oneway is half of it (MEASURED.md's unit);
@@ -35,6 +41,7 @@ const (
 
 	ppRingCap = 1 << 16
 	ppFlagOff = 0                     // the flag word, alone on its line
+	ppEchoOff = ring.LineSep          // flag2's answer word, on the next line
 	ppRingA   = 2 * ring.LineSep      // initiator -> peer
 	ppRingB   = ppRingA + ppRingCap*2 // peer -> initiator (after A's region)
 	ppSize    = ppRingB + ppRingCap*2 // mapping size (each ring fits in 2x cap)
@@ -48,7 +55,7 @@ var _ [ppRingCap*2 - (ring.HeaderSize + ppRingCap)]byte
 
 func BenchmarkShmPingPong(b *testing.B) {
 	for range rounds() {
-		for _, mode := range []string{"flag", "ring"} {
+		for _, mode := range ppModes() {
 			b.Run("size=8/"+mode, func(b *testing.B) {
 				rt := placementRT()
 				pingPong(b, mode)
@@ -103,6 +110,22 @@ func pingPong(b *testing.B, mode string) {
 		}
 		b.StopTimer()
 		flag.Store(ppStop)
+	case "flag2":
+		echo := (*atomic.Uint64)(unsafe.Pointer(&m[ppEchoOff]))
+		for i := uint64(1); i < uint64(b.N)+2; i++ {
+			flag.Store(i)
+			for idle := 0; echo.Load() != i; {
+				if idle++; idle&(1<<20-1) == 0 && i == 1 && time.Now().After(deadline) {
+					b.Fatal("peer did not answer")
+				}
+				spinPause(idle)
+			}
+			if i == 1 {
+				b.ResetTimer()
+			}
+		}
+		b.StopTimer()
+		flag.Store(ppStop)
 	case "ring":
 		for i := 0; i < b.N+1; i++ {
 			msg[0] = byte(i)
@@ -133,6 +156,15 @@ func pingPong(b *testing.B, mode string) {
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("peer: %v\n%s", err, out.Bytes())
 	}
+}
+
+// ppModes are the variants BenchmarkShmPingPong alternates
+// (GOFI_BENCH_PINGPONG_MODES, comma-separated, default flag,flag2,ring).
+func ppModes() []string {
+	if v := os.Getenv("GOFI_BENCH_PINGPONG_MODES"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"flag", "flag2", "ring"}
 }
 
 // spinPause is the idle strategy of both sides of both variants: spin,
@@ -178,6 +210,24 @@ func TestRingPingPongPeer(t *testing.T) {
 			}
 			if v&1 == 1 && v != last {
 				flag.Store(v + 1)
+				last, idle = v, 0
+				continue
+			}
+			if idle++; timedOut(idle) {
+				t.Fatal("peer timed out")
+			}
+			spinPause(idle)
+		}
+	case "flag2":
+		flag := (*atomic.Uint64)(unsafe.Pointer(&m[ppFlagOff]))
+		echo := (*atomic.Uint64)(unsafe.Pointer(&m[ppEchoOff]))
+		for last, idle := uint64(0), 0; ; {
+			v := flag.Load()
+			if v == ppStop {
+				return
+			}
+			if v != last {
+				echo.Store(v)
 				last, idle = v, 0
 				continue
 			}
