@@ -19,10 +19,18 @@ package main
 // The job: under a launcher (mpiexec.hydra -n N perftest coll, srun,
 // torchrun's variables) the launcher's ranks; otherwise perftest starts
 // -n ranks itself, re-executing its binary with torchrun's variables
-// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a private job key.
-// Only rank 0 prints.
+// (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a private job key,
+// and binds each of at most 2 ranks to a CPU of its own (-bind), as Open
+// MPI's mpirun does. Only rank 0 prints.
+//
+// Spinning over shm (the default with no more ranks than CPUs), each rank
+// runs its calls with one P and a yield every 2 ms of spinning (see
+// spinsched.go), and polls for settleFor before its first timed call
+// (settle). -dump writes every timed call, to find what made an average
+// exceed its median (benchmarks/tailholes reads it once converted).
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -43,6 +51,7 @@ import (
 	"github.com/gofi-dev/fi"
 	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/dtype/kernel"
+	"github.com/gofi-dev/fi/internal/placement"
 	"github.com/gofi-dev/fi/launch"
 	"golang.org/x/sys/unix"
 )
@@ -70,8 +79,15 @@ type collOpts struct {
 	timeout time.Duration
 	wait    string // spin, yield or sread
 	check   bool
+	dump    string // -dump: every rank's timed calls into dump.RANK
+	bind    string // core or none
+	cpus    []int  // rank 0 of a self-spawned job: the CPUs the job may use (the placement probe's)
 	common  *commonOpts
 }
+
+// collCPUEnv tells a rank perftest coll started itself which CPU to bind
+// to (-bind core).
+const collCPUEnv = "GOFI_PERFTEST_COLL_CPU"
 
 // collRank is one rank's figures, per collective and size, as it reports
 // them to rank 0.
@@ -132,6 +148,8 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up on a collective that has not completed after this long")
 	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin (CQ.Read), sread (CQ.Sread) or yield (CQ.Sread on a CQ opened with WaitYield: sched_yield between polls) (default spin; with more ranks than CPUs yield, or sread when the rank leads its own session, as under Hydra)")
 	fs.BoolVar(&o.check, "check", true, "check one result of every collective and size")
+	fs.StringVar(&o.bind, "bind", "", "core: bind each rank perftest starts to one CPU of its own (rank r to the r-th allowed CPU), as Open MPI's mpirun does with at most 2 ranks; none: leave them unbound (default core when perftest starts the ranks and there are at most 2 of them, else none; under a launcher the launcher binds)")
+	fs.StringVar(&o.dump, "dump", "", "write every rank's timed calls to `prefix`.RANK: collective, size, start on CLOCK_MONOTONIC (ns) and the call's time (ns), in the order they ran, to find the slow calls behind an average above the median")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "usage: perftest coll [-n ranks] [-p prov] [-c colls] [-S sizes | -m [min:]max] [-I iters] [-x warmup] [-json] [-plot f.svg]\n       mpiexec.hydra -n N perftest coll [flags]\n\nLatency of each collective per size, as the OSU micro-benchmarks measure MPI's.\n\n")
@@ -175,6 +193,9 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	if o.ranks < 1 || o.ranks > 1024 {
 		return usageErr(stderr, "coll", fmt.Errorf("-n %d: want 1 to 1024", o.ranks))
 	}
+	if o.bind != "" && o.bind != "core" && o.bind != "none" {
+		return usageErr(stderr, "coll", fmt.Errorf("-bind %q: want core or none", o.bind))
+	}
 
 	launched := false
 	for _, v := range launcherEnv {
@@ -203,6 +224,26 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 			os.Setenv(k, v)
 		}
 		os.Setenv("RANK", "0")
+		// Binding, as Open MPI's mpirun binds by default (to a core with
+		// at most 2 ranks, else to the socket: every CPU here): two
+		// unbound spinning ranks on a host with other work get stacked
+		// on one CPU by the load balancer now and then, and every call
+		// then waits for a time slice.
+		cpus, _ := placement.Allowed()
+		o.cpus = cpus
+		bind := o.bind == "core" || (o.bind == "" && o.ranks <= 2)
+		if bind && o.ranks > len(cpus) {
+			if o.bind == "core" {
+				return usageErr(stderr, "coll", fmt.Errorf("-bind core: %d ranks, %d CPUs", o.ranks, len(cpus)))
+			}
+			bind = false
+		}
+		var binds []int
+		if bind {
+			binds = cpus[:o.ranks]
+			os.Setenv(collCPUEnv, strconv.Itoa(binds[0]))
+			defer os.Unsetenv(collCPUEnv)
+		}
 		defer func() {
 			for k := range env {
 				os.Unsetenv(k)
@@ -212,6 +253,9 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 		for r := 1; r < o.ranks; r++ {
 			c := exec.Command(exe, append([]string{"coll"}, args...)...)
 			c.Env = append(os.Environ(), "RANK="+strconv.Itoa(r))
+			if binds != nil {
+				c.Env = append(c.Env, collCPUEnv+"="+strconv.Itoa(binds[r]))
+			}
 			w := &prefixWriter{w: stderr, prefix: fmt.Sprintf("perftest coll rank %d: ", r)}
 			c.Stdout, c.Stderr = io.Discard, w
 			if err := c.Start(); err != nil {
@@ -321,7 +365,18 @@ func collMain(o *collOpts, stdout, stderr io.Writer) int {
 	}
 	var place *Placement
 	if job.Rank() == 0 {
-		place = probeLocal()
+		place = o.probe()
+	}
+	if v := os.Getenv(collCPUEnv); v != "" {
+		cpu, err := strconv.Atoi(v)
+		if err == nil {
+			err = placement.PinProcess(cpu)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "perftest coll: rank %d: binding to CPU %q: %v\n", job.Rank(), v, err)
+			job.Abort(1, "perftest coll: binding failed")
+			return 1
+		}
 	}
 	load := loadAvg()
 	mine, err := collRun(job, o)
@@ -348,13 +403,28 @@ func collMain(o *collOpts, stdout, stderr io.Writer) int {
 	}
 	rep := newReport("coll")
 	rep.setPlacement(place)
-	rep.setPlacement(probeLocal())
+	rep.setPlacement(o.probe())
 	table := stdout
 	if o.common.json {
 		table = io.Discard
 	}
 	printColl(table, job, o, all, rep, load)
 	return o.common.finish(rep, stdout, stderr)
+}
+
+// probe measures the placement between the CPUs of a job perftest
+// started (before and after rank 0 bound itself: o.cpus), or between this
+// process's CPUs.
+func (o *collOpts) probe() *Placement {
+	if o.cpus == nil {
+		return probeLocal()
+	}
+	w := where{CPUs: o.cpus, Boot: bootID()}
+	p := probeWith(w, w)
+	if os.Getenv(collCPUEnv) != "" && o.ranks == 2 && p.Class != "unknown" {
+		p.Pinned = true // the two ranks are bound to the pair probed
+	}
+	return p
 }
 
 // loadAvg is /proc/loadavg's first three fields, or "".
@@ -407,6 +477,7 @@ type collEP struct {
 	wait  string
 	spin  bool // wait == "spin": CQ.Read, no clock read but every 1024 passes
 	tmo   time.Duration
+	coop  coop // spin over shm: one P, a yield every 2 ms of spinning (spinsched.go)
 	ent   [4]fi.CQEntry
 	rank  int
 	ranks int
@@ -531,6 +602,7 @@ func (c *collEP) waitOne(what string) error {
 		var n int
 		var err error
 		if c.spin {
+			c.coop.poll()
 			n, err = c.cq.Read(c.ent[:1])
 		} else {
 			n, err = c.cq.Sread(c.ent[:1], 100*time.Millisecond)
@@ -657,6 +729,13 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 		return nil, err
 	}
 	defer c.close()
+	if c.spin {
+		defer c.coop.start(o.prov)() // after the placement probe, which wants two Ps
+	}
+	b0 := &collBufs{buf: make([]byte, 1), res: make([]byte, 1)}
+	if err := c.settle(b0); err != nil {
+		return nil, err
+	}
 	maxSize := 4
 	for _, s := range o.sizes {
 		maxSize = max(maxSize, s)
@@ -668,12 +747,25 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 		most = max(most, o.iters4(s))
 	}
 	samples := make([]time.Duration, max(most, o.iters4(0)))
+	var starts []time.Duration // -dump: each timed call's start
+	var dump *bufio.Writer
+	if o.dump != "" {
+		starts = make([]time.Duration, len(samples))
+		f, err := os.Create(fmt.Sprintf("%s.%d", o.dump, c.rank))
+		if err != nil {
+			return nil, fmt.Errorf("-dump: %w", err)
+		}
+		defer f.Close()
+		dump = bufio.NewWriterSize(f, 1<<16)
+		fmt.Fprintf(dump, "# perftest coll -dump, rank %d of %d: collective, size, start (CLOCK_MONOTONIC ns, +-%d ns), call (ns)\n", c.rank, c.ranks, monoErr.Nanoseconds())
+	}
 	var ms runtime.MemStats
 	// A call is timed with one read of the monotonic clock at each end
 	// (time.Since of a fixed base), as benchmarks/mpi/coll.c times it
 	// with MPI_Wtime (one clock_gettime in Open MPI and MPICH): time.Now
 	// would read the wall clock as well, on the path between two calls.
 	base := time.Now()
+	baseNs := monoEpochNs + int64(base.Sub(monoEpoch))
 	for _, name := range o.colls {
 		var usec, p50, allocs []float64
 		var its []int
@@ -706,6 +798,9 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 					d := time.Since(base) - t0
 					total += d
 					samples[i-warm] = d
+					if starts != nil {
+						starts[i-warm] = t0
+					}
 				}
 				if name != "barrier" {
 					if err := c.call("barrier", 0, b); err != nil {
@@ -714,6 +809,14 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 				}
 			}
 			runtime.ReadMemStats(&ms)
+			if dump != nil {
+				for i := range iters {
+					fmt.Fprintf(dump, "%s %d %d %d\n", name, size, baseNs+int64(starts[i]), int64(samples[i]))
+				}
+				if err := dump.Flush(); err != nil {
+					return nil, fmt.Errorf("-dump: %w", err)
+				}
+			}
 			usec = append(usec, float64(total.Nanoseconds())/1e3/float64(iters))
 			p50 = append(p50, medianDur(samples[:iters]))
 			// ReadMemStats itself allocates nothing; the barriers
@@ -736,6 +839,44 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 		return nil, err
 	}
 	return mine, nil
+}
+
+// settleFor is how long every rank polls, calling barriers, before the
+// first timed call (settle).
+const settleFor = 30 * time.Millisecond
+
+// settle calls barriers until the ranks have polled for settleFor (rank
+// 0's clock decides, told to the others by a broadcast every 256
+// barriers, so that all call the same number).
+//
+// Why: while a Go process blocks (here, in the job's start-up and the
+// join), its runtime's monitor thread (sysmon) sleeps; once woken, it
+// wakes every 20 us for 50 rounds, then doubles its sleep up to 10 ms:
+// a few hundred wake-ups in the first ~25 ms. Each one takes a CPU that
+// a spinning rank holds for 10-50 us (perf: 4300-5300 sysmon runs a
+// second in the first timed calls, 26-53 barriers of ~50 us each in
+// 20000; later 90-190 a second). That is a start-up transient of the
+// runtime, like a cold cache, which warm-up is for; a count of warm-up
+// calls ends it only at large counts.
+func (c *collEP) settle(b *collBufs) error {
+	t0 := time.Now()
+	for {
+		for range 256 {
+			if err := c.call("barrier", 0, b); err != nil {
+				return err
+			}
+		}
+		b.buf[0] = 0
+		if c.rank == 0 && time.Since(t0) < settleFor {
+			b.buf[0] = 1
+		}
+		if err := c.call("bcast", 1, b); err != nil {
+			return err
+		}
+		if b.buf[0] == 0 {
+			return nil
+		}
+	}
 }
 
 // iters4 is the timed calls of size.
@@ -767,6 +908,9 @@ func printColl(w io.Writer, job *launch.Job, o *collOpts, all []collRank, rep *R
 	fmt.Fprintf(w, "# perftest coll: %d ranks (%d on this host) on %s, launcher %s, wait %s; %d CPUs, load %s; reduction kernels %s\n",
 		ranks, job.LocalSize(), o.prov, job.Launcher(), o.wait, runtime.NumCPU(), load, isa)
 	printPlacement(w, rep.Placement, rep.PlacementEnd)
+	if o.wait == "spin" {
+		io.WriteString(w, busyPollNote(o.prov, false))
+	}
 	fmt.Fprintf(w, "# CPUs allowed per rank:")
 	for _, r := range all {
 		fmt.Fprintf(w, " %d:%s", r.Rank, cpuList(r.CPUs))

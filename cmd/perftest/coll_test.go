@@ -7,15 +7,18 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gofi-dev/fi/internal/hosts"
 	"github.com/gofi-dev/fi/internal/jobtest"
+	"github.com/gofi-dev/fi/internal/placement"
 )
 
 // TestColl_SelfSpawnJSONAndPlot: three ranks (not a power of two) started
@@ -98,9 +101,52 @@ func TestColl_HydraTwoHosts(t *testing.T) {
 	}
 }
 
+// TestColl_DumpAndBind: -dump writes every rank's timed calls, in order,
+// to prefix.RANK; two self-spawned ranks are bound to a CPU each (as Open
+// MPI's mpirun binds two ranks), unless -bind none.
+func TestColl_DumpAndBind(t *testing.T) {
+	bin := buildPerftest(t)
+	prefix := filepath.Join(t.TempDir(), "calls")
+	rc, out, errs := runBin(t, bin, 90*time.Second, launchEnv(), "coll", "-n", "2", "-c", "barrier,allreduce", "-S", "8", "-I", "30", "-x", "2", "-dump", prefix)
+	if rc != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", rc, out, errs)
+	}
+	for r := range 2 {
+		b, err := os.ReadFile(prefix + "." + strconv.Itoa(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		if len(lines) != 1+60 || !strings.HasPrefix(lines[0], "# perftest coll -dump, rank "+strconv.Itoa(r)) {
+			t.Fatalf("rank %d's dump: %d lines, header %q", r, len(lines), lines[0])
+		}
+		var last int64
+		for i, l := range lines[1:] {
+			var name string
+			var size, start, ns int64
+			if n, err := fmt.Sscan(l, &name, &size, &start, &ns); n != 4 || err != nil || ns <= 0 || start < last ||
+				(i < 30 && (name != "barrier" || size != 0)) || (i >= 30 && (name != "allreduce" || size != 8)) {
+				t.Fatalf("rank %d's dump line %d: %q", r, i+1, l)
+			}
+			last = start
+		}
+	}
+	cpus, _ := placement.Allowed()
+	if len(cpus) >= 2 {
+		want := fmt.Sprintf("# CPUs allowed per rank: 0:%d 1:%d\n", cpus[0], cpus[1])
+		if !strings.Contains(out, want) {
+			t.Errorf("bound ranks: want %q in\n%s", want, out)
+		}
+		rc, out, errs = runBin(t, bin, 90*time.Second, launchEnv(), "coll", "-n", "2", "-c", "barrier", "-I", "10", "-x", "1", "-bind", "none")
+		if want := "# CPUs allowed per rank: 0:" + cpuList(cpus) + " 1:" + cpuList(cpus) + "\n"; rc != 0 || !strings.Contains(out, want) {
+			t.Errorf("-bind none: exit %d, want %q in\n%s\n%s", rc, want, out, errs)
+		}
+	}
+}
+
 func TestColl_BadFlagsExit2(t *testing.T) {
 	bin := buildPerftest(t)
-	for _, args := range [][]string{{"coll", "-c", "scan"}, {"coll", "-S", "8", "-m", "4:8"}, {"coll", "-n", "0"}, {"coll", "-wait", "nap"}, {"coll", "extra"}} {
+	for _, args := range [][]string{{"coll", "-c", "scan"}, {"coll", "-S", "8", "-m", "4:8"}, {"coll", "-n", "0"}, {"coll", "-wait", "nap"}, {"coll", "-bind", "socket"}, {"coll", "extra"}} {
 		if rc, _, errs := runBin(t, bin, 30*time.Second, nil, args...); rc != 2 {
 			t.Errorf("%v: exit %d, want 2 (%s)", args, rc, errs)
 		}

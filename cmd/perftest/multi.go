@@ -197,7 +197,7 @@ func multiRun(job *launch.Job, o *multiOpts) ([]multiRank, error) {
 				}
 				var pw where
 				if json.Unmarshal(b, &pw) == nil {
-					mine.Place = probeWith(pw)
+					mine.Place = probeWith(localWhere(), pw)
 				}
 			}
 			if err := job.Barrier(); err != nil {

@@ -57,8 +57,7 @@ func bootID() string {
 
 // probeWith measures the placement between this process and a peer that
 // may run on peerCPUs of the kernel peerBoot.
-func probeWith(peer where) *Placement {
-	own := localWhere()
+func probeWith(own, peer where) *Placement {
 	if peer.Boot == "" || own.Boot == "" || peer.Boot != own.Boot {
 		return &Placement{Class: "other-host", Note: "peer on another host: no cache line is shared"}
 	}
@@ -79,7 +78,7 @@ func probeWith(peer where) *Placement {
 
 // probeLocal measures the placement of a run between this process and
 // processes that inherit its mask.
-func probeLocal() *Placement { return probeWith(localWhere()) }
+func probeLocal() *Placement { return probeWith(localWhere(), localWhere()) }
 
 // isLocalHost reports whether host names this machine (a loopback or a
 // local interface address), so a peer there shares its caches with us.

@@ -331,7 +331,7 @@ func runPlansHooks(node string, port int, timeout time.Duration, plans []*plan, 
 		if pw, err = askWhere(c); err != nil {
 			return err
 		}
-		h.placed(probeWith(pw), true)
+		h.placed(probeWith(localWhere(), pw), true)
 	}
 	each := h.each
 	if each == nil {
@@ -343,7 +343,7 @@ func runPlansHooks(node string, port int, timeout time.Duration, plans []*plan, 
 		}
 	}
 	if h.placed != nil {
-		h.placed(probeWith(pw), false)
+		h.placed(probeWith(localWhere(), pw), false)
 	}
 	return nil
 }

@@ -3,8 +3,10 @@ package placement
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -295,4 +297,37 @@ func ProbeTail(a, b, n int) (Tail, error) {
 		return float64(lat[max(i, 0)]) / 2
 	}
 	return Tail{N: n, P50: at(0.50), P99: at(0.99), P999: at(0.999), Max: float64(lat[n-1]) / 2}, nil
+}
+
+// PinProcess restricts every thread of the calling process to cpu (threads
+// started later inherit the mask of the thread starting them, so all of
+// them). It walks /proc/self/task until a pass finds no thread it has not
+// pinned.
+func PinProcess(cpu int) error {
+	if cpu < 0 || cpu >= len(unix.CPUSet{})*64 {
+		return fmt.Errorf("placement: CPU %d out of range", cpu)
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	done := map[int]bool{}
+	for {
+		ents, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return fmt.Errorf("placement: listing threads: %w", err)
+		}
+		fresh := false
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || done[tid] {
+				continue
+			}
+			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("placement: pinning thread %d to CPU %d: %w", tid, cpu, err)
+			}
+			done[tid], fresh = true, true
+		}
+		if !fresh {
+			return nil
+		}
+	}
 }
