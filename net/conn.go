@@ -320,11 +320,13 @@ func (p *peer) dialLocked() *tconn {
 	p.tx = tc
 	t.wantRelease.Store(true) // enrolling the socket needs the loop
 	t.dials.Add(1)
+	t.dialing.Add(1)
 	go t.dial(tc, p.ap)
 	return tc
 }
 
 func (t *Transport) dial(tc *tconn, ap netip.AddrPort) {
+	t.dialing.Add(-1)
 	defer t.dials.Done()
 	d := stdnet.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: -1}
 	nc, err := d.Dial("tcp", ap.String())
@@ -400,6 +402,10 @@ func (l *loop) OnTick() (time.Duration, gnet.Action) {
 
 func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	t := l.t
+	if t.spin.tasks == nil {
+		t.spin.tasks = gnetTasks(c.EventLoop())
+		t.gtasks.Store(t.spin.tasks)
+	}
 	if _, ok := c.Context().(parkMark); ok {
 		if t.el.Load() == nil {
 			t.el.Store(&evLoop{c.EventLoop()})
@@ -419,9 +425,6 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	if t.el.Load() == nil {
 		t.el.Store(&evLoop{c.EventLoop()})
-	}
-	if t.spin.tasks == nil {
-		t.spin.tasks = gnetTasks(c.EventLoop())
 	}
 	if t.closing.Load() {
 		return nil, gnet.Close

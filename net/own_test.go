@@ -2,6 +2,7 @@ package net
 
 import (
 	"bytes"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,8 +79,9 @@ func TestOwnerPoll_SpinningPollDeliversInOrder(t *testing.T) {
 }
 
 // A spinning engine that has borrowed its loop still accepts a new peer:
-// the parked loop runs the accepted connection's registration on its next
-// tick and stays out of the borrow until the handshake is done.
+// Poll hands the loop back when gnet queues the accepted connection's
+// registration (or, failing that, the parked loop runs it on its next
+// tick), and the loop stays out of the borrow until the handshake is done.
 func TestOwnerPoll_ParkedLoopAcceptsNewPeer(t *testing.T) {
 	b := listen(t, Config{})
 	bs := newSink()
@@ -167,5 +169,38 @@ func TestOwnerPoll_StoppedPollingHandsTheLoopBack(t *testing.T) {
 	}
 	if as.sendDone[2] != transport.OK {
 		t.Fatalf("write completed with %d", as.sendDone[2])
+	}
+}
+
+// Poll hands a borrowed loop back as soon as gnet has tasks queued for it
+// (an accepted connection's registration is one), instead of leaving them
+// to the parked loop's tick, and borrows it again later. The test raises a
+// task flag of its own in place of gnet's.
+func TestOwnerPoll_GnetTasksHandTheLoopBack(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	as, bs := newSink(), newSink()
+	p, _ := a.Resolve(b.Name())
+	h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+	if _, c := a.Send(p, h, [][]byte{pattern(8, 1)}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	pollUntil(t, "b's first message and borrowed loop", func() bool {
+		return len(bs.arrivals) > 0 && b.parked.Load()
+	}, a, as, b, bs)
+	var flag int32 = 1
+	b.gtasks.Store(&flag)
+	pollUntil(t, "a handback", func() bool { return b.handbacks.Load() != 0 }, a, as, b, bs)
+	if b.handbacks.Load() != 1 || b.parked.Load() {
+		t.Fatalf("gnet's queued tasks did not hand the loop back (handbacks %d, parked %v)", b.handbacks.Load(), b.parked.Load())
+	}
+	atomic.StoreInt32(&flag, 0)
+	pollUntil(t, "b borrowing its loop again", func() bool { return b.parked.Load() }, a, as, b, bs)
+	if _, c := a.Send(p, h, [][]byte{pattern(8, 2)}, 2); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	pollUntil(t, "the second message", func() bool { return len(bs.arrivals) == 2 }, a, as, b, bs)
+	if b.handbacks.Load() != 1 {
+		t.Fatalf("handbacks %d with no task queued", b.handbacks.Load())
 	}
 }

@@ -9,6 +9,7 @@ import (
 	stdnet "net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -186,6 +187,13 @@ type Transport struct {
 	el           atomic.Pointer[evLoop] // the loop, once a connection opened
 	emptyPolls   int
 	owned        []*tconn
+
+	// gtasks is gnet's task flag (gnetTasks): Poll hands a parked loop
+	// back when gnet has queued it work (handbacks counts it, tests).
+	gtasks    atomic.Pointer[int32]
+	handbacks atomic.Int64
+	// dialing counts dial goroutines started and not yet running.
+	dialing atomic.Int32
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
@@ -471,6 +479,14 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		t.sinkMu.Lock()
 		t.sink = sink
 		t.sinkMu.Unlock()
+	}
+	if t.dialing.Load() != 0 {
+		// A Send started a dial goroutine: it waits in this P's run
+		// queue, and an application that keeps polling never enters the
+		// scheduler, so it ran only when the runtime preempted this
+		// goroutine or took the other P from the loop's epoll_wait: a
+		// new peer's first message waited 4-10 ms for its dial.
+		runtime.Gosched()
 	}
 	work := false
 	if !t.cfg.LoopOnly && t.parked.Load() {
