@@ -69,8 +69,10 @@ type tconn struct {
 	dead       bool // Poll saw it fail while owning the loop
 	shaking    bool // counted in t.handshakes (loop only)
 	stalled    atomic.Bool
-	rx         *rmaRx // the RMA request being executed (rma.go)
-	lastPush   bool   // the last frame decoded was a PUSH (own.go: read the next header alone)
+	draining   atomic.Bool // closed by gnet with frames left to decode (closeTail)
+	closeErr   error       // why gnet closed it, while draining
+	rx         *rmaRx      // the RMA request being executed (rma.go)
+	lastPush   bool        // the last frame decoded was a PUSH (own.go: read the next header alone)
 
 	// under peer.mu
 	ready     bool // handshake done and no write error: writes allowed
@@ -518,27 +520,132 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 		return gnet.None
 	}
 	tc.doneShaking()
-	t := l.t
 	p := tc.peer
 	if p == nil {
 		return gnet.None
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	if tc.detached {
+		p.mu.Unlock()
 		return gnet.None
 	}
 	if tc.retiring && tc.qh == len(tc.q) {
 		// The peer closed a connection we retired once it had read our
 		// RETIRE (every byte we queued on it was written): not a failure.
 		p.retireLocked(tc)
+		p.mu.Unlock()
 		return gnet.None
+	}
+	tail := tc.state == stReady && !l.t.closing.Load() &&
+		(tc.werr == nil || errors.Is(tc.werr, io.EOF))
+	p.mu.Unlock()
+	if tail && l.t.closeTail(tc, c, err) {
+		return gnet.None
+	}
+	l.t.closeConn(tc, err)
+	return gnet.None
+}
+
+// closeTail decodes the frames gnet closed c with (on the loop, in
+// OnClose, while c's inbound buffer is still readable). A connection the
+// handoff ring stalled keeps its undecoded bytes in gnet's buffer (and in
+// pre); when the peer then closes, gnet reads the EOF and closes c without
+// another OnTraffic, and those frames, which the peer wrote and saw
+// complete, were lost with the teardown (TestPeerClose_StalledFramesArrive).
+// When the ring still has no room, the rest moves into pre, tc drains
+// (listed stalled; unstall has the loop decode it, drainTask) and the
+// close is finished once every frame is decoded. It reports whether the
+// close was deferred.
+func (t *Transport) closeTail(tc *tconn, c gnet.Conn, err error) bool {
+	if c.InboundBuffered() == 0 && len(tc.pre) == 0 && !tc.dec.have {
+		return false
+	}
+	tc.src.tc, tc.src.gc = tc, c
+	stalled, derr := tc.dec.run(&tc.src, tc)
+	tc.src.gc = nil
+	t.published()
+	if derr != nil || !stalled {
+		return false
+	}
+	if n := c.InboundBuffered(); n > 0 {
+		tc.reservePre(n)
+		k, _ := c.Read(tc.pre[len(tc.pre):cap(tc.pre)][:n])
+		tc.pre = tc.pre[:len(tc.pre)+k]
+	}
+	p := tc.peer
+	p.mu.Lock()
+	if tc.detached {
+		p.mu.Unlock()
+		return false
+	}
+	tc.closeErr = err
+	tc.draining.Store(true)
+	p.shutLocked(tc)
+	p.mu.Unlock()
+	t.listStalled(tc, true)
+	return true
+}
+
+// published publishes what the loop committed to the handoff ring and
+// wakes the engine (on the loop).
+func (t *Transport) published() {
+	t.flushAnswers()
+	if t.lis.committed {
+		t.lis.committed = false
+		t.ho.publish()
+		t.notify()
+	}
+}
+
+// drainTask decodes what a draining connection left (on the loop; see
+// closeTail) and finishes its close once all of it is decoded.
+func (t *Transport) drainTask(tc *tconn) {
+	tc.src.tc, tc.src.gc = tc, nil
+	stalled, err := tc.dec.run(&tc.src, tc)
+	t.published()
+	if err == nil && stalled {
+		t.listStalled(tc, true)
+		return
+	}
+	tc.draining.Store(false)
+	t.closeConn(tc, tc.closeErr)
+}
+
+// queueDrain has the loop run drainTask for tc (engine's goroutine, from
+// unstall; a close path only, so the task's allocation does not matter).
+func (t *Transport) queueDrain(tc *tconn) {
+	el := t.loopOf()
+	if el == nil {
+		return
+	}
+	_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+		t.drainTask(tc)
+		return nil
+	}))
+	// An error means the engine stopped: Close tears every peer down.
+}
+
+// closeConn ends tc after gnet closed it (OnClose, or the end of its
+// drain): the peer is torn down unless another of its connections carries
+// on (closedInOrderLocked) or still drains (then the last one to finish
+// tears it down, after all the peer sent).
+func (t *Transport) closeConn(tc *tconn, err error) {
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if tc.detached {
+		return
 	}
 	if tc.werr != nil {
 		err = tc.werr
 	}
 	if errors.Is(err, io.EOF) && tc.state == stReady && !t.closing.Load() && p.closedInOrderLocked(tc) {
-		return gnet.None
+		return
+	}
+	if tc.state == stReady && !t.closing.Load() && p.drainingLocked(tc) {
+		tc.cur = nil // a frame the close cut short: its slot fails in the teardown
+		p.shutLocked(tc)
+		return
 	}
 	code := codeOf(err)
 	switch {
@@ -558,7 +665,32 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 		delete(t.fds, tc.fd)
 	}
 	t.mu.Unlock()
-	return gnet.None
+}
+
+// shutLocked stops every write to a connection gnet closed whose peer is
+// not torn down yet (its descriptor is closed, or about to be, and its
+// number may be reused at once): it stays attached, so that the teardown
+// fails what is queued on it.
+func (p *peer) shutLocked(tc *tconn) {
+	tc.ready = false
+	tc.closed = true
+	p.t.fl.del(tc)
+	p.t.mu.Lock()
+	if p.t.fds[tc.fd] == tc {
+		delete(p.t.fds, tc.fd)
+	}
+	p.t.mu.Unlock()
+}
+
+// drainingLocked reports whether a connection of p other than tc still
+// decodes what its peer sent before closing it.
+func (p *peer) drainingLocked(tc *tconn) bool {
+	for _, o := range p.conns {
+		if o != tc && !o.detached && o.draining.Load() {
+			return true
+		}
+	}
+	return false
 }
 
 // frame handles HELLO, AUTH, EAGER, RTS, CTS and CREDIT (decoder callback,

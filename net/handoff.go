@@ -81,6 +81,9 @@ func (h *handoff) consume() {
 	}
 }
 
+// consumed is the number of records consumed so far (consumer only).
+func (h *handoff) consumed() uint64 { return h.released.Load() + h.taken }
+
 // release gives consumed space back to the producer.
 func (h *handoff) release() {
 	h.r.Release()

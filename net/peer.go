@@ -555,7 +555,8 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 		p.fetches.put(c)
 	})
 	if live {
-		t.pushLocked(event{kind: evPeerDown, peer: p.idx, code: code})
+		// After the messages the loop handed over before it (deliverEvents).
+		t.pushLocked(event{kind: evPeerDown, peer: p.idx, code: code, seq: t.ho.published.Load()})
 	}
 	t.mu.Unlock()
 	clear(p.conns)
@@ -660,6 +661,10 @@ func (p *peer) retireReadLocked(tc *tconn) error {
 func (p *peer) retireAckedLocked(tc *tconn) error {
 	if p.tx != tc || !tc.gated {
 		return fmt.Errorf("%w: unexpected RETIRE ack", errProto)
+	}
+	if tc.closed { // acked in the tail of a closed connection (closeTail)
+		tc.gated = false
+		return nil
 	}
 	tc.gated, tc.ready = false, true
 	if tc.qh < len(tc.q) {

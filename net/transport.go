@@ -226,6 +226,7 @@ type event struct {
 	peer transport.Peer
 	n    int
 	op   transport.Op
+	seq  uint64 // evPeerDown: handoff records published before it
 }
 
 // Listen starts a transport listening on cfg.Addr.
@@ -553,10 +554,28 @@ func (t *Transport) deliverEvents(sink transport.Sink) bool {
 		case evFetchDone:
 			sink.FetchDone(e.op, e.n, e.code)
 		case evPeerDown:
+			t.deliverUpTo(sink, e.seq)
 			sink.PeerDown(e.peer, e.code)
 		}
 	}
 	return true
+}
+
+// deliverUpTo hands the engine the records published before a PeerDown
+// (the last messages of the peer that failed; Poll would deliver them
+// after it), and the held ones first (they are older).
+func (t *Transport) deliverUpTo(sink transport.Sink, seq uint64) {
+	if len(t.blocked) > 0 {
+		t.retryHeld(sink)
+	}
+	for t.ho.consumed() < seq {
+		rec := t.ho.peek()
+		if rec == nil {
+			return
+		}
+		t.deliver(sink, rec, false)
+		t.ho.consume()
+	}
 }
 
 // deliver offers one record to the engine. A record of a peer that already
@@ -638,6 +657,10 @@ func (t *Transport) unstall() {
 	t.mu.Unlock()
 	for _, tc := range s {
 		tc.stalled.Store(false)
+		if tc.draining.Load() { // gnet closed it: the loop decodes the rest
+			t.queueDrain(tc)
+			continue
+		}
 		if c := tc.gc; c != nil {
 			_ = c.Wake(nil)
 		}
