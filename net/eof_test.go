@@ -3,10 +3,13 @@ package net
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	stdnet "net"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gofi-dev/fi/transport"
 )
@@ -21,23 +24,25 @@ import (
 // (ECONNRESET, once). The peer is played over a raw socket and the test
 // polls only after gnet closed the connection, so the order is fixed.
 // tail adds the first bytes of a frame the close cuts short: it is
-// dropped, nothing else.
+// dropped, nothing else. reset closes with a reset instead of a FIN (gnet
+// reads ECONNRESET): what arrived before it is the peer's too.
 func TestPeerClose_StalledFramesArrive(t *testing.T) {
 	small := Config{Handoff: 4 * (maxWireEager + msgRecHdr + 8)} // a 512 KiB ring; window 1 MiB
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		tail bool
+		name        string
+		cfg         Config
+		tail, reset bool
 	}{
-		{"LoopOnly", Config{LoopOnly: true, Handoff: small.Handoff}, false},
-		{"Default", small, false},
-		{"DefaultCutShort", small, true},
+		{"LoopOnly", Config{LoopOnly: true, Handoff: small.Handoff}, false, false},
+		{"Default", small, false, false},
+		{"DefaultCutShort", small, true, false},
+		{"LoopOnlyReset", Config{LoopOnly: true, Handoff: small.Handoff}, true, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) { stalledFramesArrive(t, tc.cfg, tc.tail) })
+		t.Run(tc.name, func(t *testing.T) { stalledFramesArrive(t, tc.cfg, tc.tail, tc.reset) })
 	}
 }
 
-func stalledFramesArrive(t *testing.T, cfg Config, tail bool) {
+func stalledFramesArrive(t *testing.T, cfg Config, tail, reset bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	a := listen(t, cfg)
@@ -79,6 +84,17 @@ func stalledFramesArrive(t *testing.T, cfg Config, tail bool) {
 	if _, err := in.Write(out); err != nil {
 		t.Fatal(err)
 	}
+	if reset {
+		// Once every byte is in gnet's buffer (it reads while the ring is
+		// full): a reset may overtake what the kernel has not delivered.
+		for !allRead(t, a, in) {
+			if ctx.Err() != nil {
+				t.Fatal("the loop never read the frames")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		_ = in.(*stdnet.TCPConn).SetLinger(0)
+	}
 	in.Close()
 	// gnet reads the rest and the EOF while nobody polls.
 	for a.openFds() != 0 {
@@ -114,6 +130,29 @@ func (t *Transport) openFds() int {
 	return len(t.fds)
 }
 
+// allRead reports whether every byte written on c was read from the
+// socket at the other end, the only connection of tr: nothing unsent or
+// unacknowledged on c, nothing waiting in tr's receive queue.
+func allRead(t *testing.T, tr *Transport, c stdnet.Conn) bool {
+	raw, err := c.(*stdnet.TCPConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outq := -1
+	_ = raw.Control(func(fd uintptr) { outq, _ = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) })
+	tr.mu.Lock()
+	fd := -1
+	for k := range tr.fds {
+		fd = k
+	}
+	tr.mu.Unlock()
+	if outq != 0 || fd < 0 {
+		return false
+	}
+	inq, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+	return err == nil && inq == 0
+}
+
 // downSink records how many messages had arrived when PeerDown came.
 type downSink struct {
 	*fakeSink
@@ -123,4 +162,98 @@ type downSink struct {
 func (s *downSink) PeerDown(p transport.Peer, c transport.Code) {
 	s.arrivedAtDown = append(s.arrivedAtDown, len(s.arrivals))
 	s.fakeSink.PeerDown(p, c)
+}
+
+// The same with two connections of one peer attached (a simultaneous
+// connect not converged): the peer's dial stalls with frames buffered and
+// closes first, then our dial. The second EOF finds no other open
+// connection; before the fix it tore the peer down while the first one
+// still had frames to decode, which were then refused (detached).
+func TestPeerClose_OtherConnectionDrainsFirst(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	a := listen(t, Config{LoopOnly: true, Handoff: 4 * (maxWireEager + msgRecHdr + 8)})
+	as := &downSink{fakeSink: newSink()}
+	mine, _ := parseSockaddr(a.Name())
+	port := freePort(t, func(p uint16) bool { return p > mine.Port() }) // our dial is kept
+	rl, err := stdnet.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Close()
+	peerName := encodeSockaddr(rl.Addr().(*stdnet.TCPAddr).AddrPort())
+	p, c := a.Resolve(peerName)
+	if c != transport.OK {
+		t.Fatalf("Resolve: %d", c)
+	}
+	ping := []byte("ping")
+	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{ping}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	const inst = 0x5eed
+	dialed, err := rl.Accept() // our dial
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dialed.Close()
+	if _, err := dialed.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
+		t.Fatal(err)
+	}
+	in, err := stdnet.Dial("tcp4", tcpAddr(t, a.Name())) // the peer's dial
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if _, err := in.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "both connections attached", func() bool { return a.connsTo(p) == 2 }, a, as)
+	// Read all we wrote on both (HELLOs and the message), so that closing
+	// them sends FINs.
+	if _, err := io.ReadFull(dialed, make([]byte, hdrSize+helloLen+hdrSize+len(ping))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(in, make([]byte, hdrSize+helloLen)); err != nil {
+		t.Fatal(err)
+	}
+
+	const n, size = 60, 16 << 10
+	var out []byte
+	for i := 0; i < n; i++ {
+		out = append(out, eagerFrame(uint64(i), pattern(size, byte(i)))...)
+	}
+	if _, err := in.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	in.Close()
+	for a.openFds() != 1 {
+		if ctx.Err() != nil {
+			t.Fatal("the peer's dial was never closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	dialed.Close()
+	for a.openFds() != 0 {
+		if ctx.Err() != nil {
+			t.Fatal("our dial was never closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	pollUntil(t, "the peer's failure", func() bool { return len(as.downs) > 0 }, a, as)
+	if as.arrivedAtDown[0] != n {
+		t.Fatalf("%d of %d messages arrived before PeerDown %v (%d in all)", as.arrivedAtDown[0], n, as.downs, len(as.arrivals))
+	}
+	for i, ar := range as.arrivals {
+		if ar.hdr.Tag != uint64(i) || !bytes.Equal(ar.eager, pattern(size, byte(i))) {
+			t.Fatalf("message %d arrived as tag %d, intact %v", i, ar.hdr.Tag, bytes.Equal(ar.eager, pattern(size, byte(i))))
+		}
+	}
+	for i := 0; i < 20; i++ {
+		a.Poll(as)
+		a.Wait(time.Millisecond)
+	}
+	if len(as.downs) != 1 || as.downs[0] != transport.EConnReset || len(as.arrivals) != n {
+		t.Fatalf("PeerDown %v, %d arrivals; want one ECONNRESET after %d", as.downs, len(as.arrivals), n)
+	}
 }
