@@ -564,6 +564,9 @@ func (t *Transport) closeTail(tc *tconn, c gnet.Conn, err error) bool {
 	stalled, derr := tc.dec.run(&tc.src, tc)
 	tc.src.gc = nil
 	t.published()
+	if derr != nil {
+		tc.closeReason(derr) // a protocol error in the tail: EIO
+	}
 	if derr != nil || !stalled {
 		return false
 	}
@@ -606,6 +609,9 @@ func (t *Transport) drainTask(tc *tconn) {
 	if err == nil && stalled {
 		t.listStalled(tc, true)
 		return
+	}
+	if err != nil {
+		tc.closeReason(err)
 	}
 	tc.draining.Store(false)
 	t.closeConn(tc, tc.closeErr)
