@@ -2,6 +2,7 @@ package shm
 
 import (
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,18 @@ import (
 // from the block go on meanwhile (in 4 KiB pages); only the final copy
 // into the huge page (about 0.1-0.3 ms) holds them up. A block whose
 // hand-over finds the queue full is not advised (a hint).
+//
+// Except with one P (GOMAXPROCS 1, as a busy-polling program runs): the
+// worker then runs only when the sending goroutine gives the P up (a
+// poller yields every few ms), and its madvise keeps the P while in the
+// kernel until it returns or sysmon takes the P back (sysmon sleeps up to
+// 10 ms in a busy process), so the sender stalls for the collapse anyway,
+// only later, after its first copies went from 4 KiB pages, and sometimes
+// for a sysmon period more. The send advises the block itself then: the
+// stall comes once, at the first message, and every copy after it takes
+// the huge page (perftest pingpong -S 1m, 100 iterations, client's round
+// trips: worker started 1.9-2.2 ms into the run and its collapse took
+// 1-2.5 ms, with the round trips before at 4 KiB cost).
 
 // MsgHugeMinEnv sets MsgHugeMin: the smallest rendezvous send buffer whose
 // memory the sender backs with huge pages (a size), or "off". Default 256k.
@@ -63,6 +76,7 @@ type hugeSeen struct {
 	blk     [hugeSeenN]uintptr
 	i       int
 	advised int // blocks advised, for tests
+	inline  int // of which advised by the send itself (one P), for tests
 }
 
 // sendHuge backs the blocks of b with huge pages unless done before.
@@ -70,6 +84,7 @@ func (t *Transport) sendHuge(b []byte) {
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := addr &^ (hugeSize - 1)
 	hi := (addr + uintptr(len(b)) + hugeSize - 1) &^ (hugeSize - 1)
+	oneP := -1 // whether GOMAXPROCS is 1, read once a block is new
 	for blk := lo; blk < hi; blk += hugeSize {
 		if t.huge.has(blk) {
 			continue
@@ -77,6 +92,17 @@ func (t *Transport) sendHuge(b []byte) {
 		t.huge.blk[t.huge.i] = blk
 		t.huge.i = (t.huge.i + 1) % hugeSeenN
 		t.huge.advised++
+		if oneP < 0 {
+			oneP = 0
+			if runtime.GOMAXPROCS(0) == 1 {
+				oneP = 1
+			}
+		}
+		if oneP == 1 {
+			hugeAdvise(blk, hugeSize)
+			t.huge.inline++
+			continue
+		}
 		queueHuge(blk)
 	}
 }
