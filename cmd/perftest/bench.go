@@ -250,6 +250,30 @@ const ackSize = 4
 // least minTimed, whole windows for bw).
 const minTimed = 20
 
+// After the control frame that starts the timed phase, the client runs
+// untimed steps for at least sysmonSettle (at the pace of the warm-up's
+// fastest step: its first steps pay for first use), and at most a tenth
+// of the timed steps, so that short runs, and the first messages that
+// runs of 100 iterations measure, stay as they were). The Go runtime's
+// sysmon sleeps deeply while every P of its process is idle, as both
+// processes are in the control exchange and the GC between sizes; the
+// first system call or start of the world after that (the frame's write,
+// the GC's end) wakes it in its busiest mode: it then wakes every 20 us
+// (about 100 us here, with the kernel's 50 us timer slack) for 50 wakes,
+// then backs off to its 10 ms. On a host with no spare CPU each of those
+// wakes takes a CPU from one of the two polling loops for 6-25 us.
+// perf record of perftest latency -p shm -S 8,4k -I 200000 (near, quiet):
+// 45-50 wakes of each process's sysmon in the first 5 ms of a size's
+// timed loop, then one per 10 ms; at 8 B they made 67 of its 223 round
+// trips slower than 5x the median (p99.9 2.19 us; 0.85 without them).
+const sysmonSettle = 8 * time.Millisecond
+
+// settleSteps is the number of untimed steps run before timing steps
+// of pace each (see sysmonSettle).
+func settleSteps(steps int, pace time.Duration) int {
+	return min(int(sysmonSettle/pace), steps/10)
+}
+
 // serverRun is the server's half of a plan: echo (latency) or receive
 // windows and acknowledge each (bw).
 func serverRun(c *ctrl, p *plan, l link) error {
@@ -362,20 +386,32 @@ func clientRun(c *ctrl, p *plan, l link, each func(sizeResult)) error {
 		}
 		warmStart := time.Now()
 		var err error
+		fastest := time.Duration(math.MaxInt64) // the warm-up's fastest step
 		for k := 0; k < p.Warmup[i]/per && err == nil; k++ {
+			t0 := time.Now()
 			err = step(nil, nil, k)
+			fastest = min(fastest, time.Since(t0))
 		}
 		if err != nil {
 			return fmt.Errorf("%s %s, size %d, warm-up: %w", p.Prov, p.Test, size, err)
 		}
-		steps := p.Iters[i] / per
-		if p.Budget > 0 && p.Warmup[i] > 0 {
-			pace := time.Since(warmStart) / time.Duration(p.Warmup[i]/per)
-			fit := int(p.Budget / max(pace, time.Nanosecond))
-			steps = min(steps, max(fit, (minTimed+per-1)/per))
+		steps, settle := p.Iters[i]/per, 0
+		if p.Warmup[i] >= per {
+			pace := max(time.Since(warmStart)/time.Duration(p.Warmup[i]/per), time.Nanosecond)
+			if p.Budget > 0 {
+				fit := int(p.Budget / pace)
+				steps = min(steps, max(fit, (minTimed+per-1)/per))
+			}
+			settle = settleSteps(steps, max(fastest, time.Nanosecond))
 		}
-		if err := c.sendFrame([]byte(strconv.Itoa(steps * per))); err != nil {
+		if err := c.sendFrame([]byte(strconv.Itoa((settle + steps) * per))); err != nil {
 			return err
+		}
+		for k := 0; k < settle && err == nil; k++ {
+			err = step(nil, nil, k)
+		}
+		if err != nil {
+			return fmt.Errorf("%s %s, size %d, settling: %w", p.Prov, p.Test, size, err)
 		}
 		r := sizeResult{size: size, iters: steps * per}
 		if p.Test == "latency" {
