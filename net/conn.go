@@ -11,6 +11,7 @@ import (
 	"io"
 	stdnet "net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -328,10 +329,9 @@ func (p *peer) dialLocked() *tconn {
 }
 
 func (t *Transport) dial(tc *tconn, ap netip.AddrPort) {
-	t.dialing.Add(-1)
 	defer t.dials.Done()
-	d := stdnet.Dialer{Timeout: t.cfg.DialTimeout, KeepAlive: -1}
-	nc, err := d.Dial("tcp", ap.String())
+	defer t.dialing.Add(-1)
+	nc, err := connect(ap, t.cfg.DialTimeout)
 	if err != nil {
 		t.dialFailed(tc, err)
 		return
@@ -371,6 +371,97 @@ func (t *Transport) dialFailed(tc *tconn, err error) {
 		code = transport.ECanceled
 	}
 	p.teardownLocked(code, nil)
+}
+
+// connect opens a TCP connection to ap, giving up after timeout. It waits
+// for the connection in poll(2) on its own thread rather than in Go's
+// network poller: a goroutine parked there is resumed only when a thread
+// of the runtime polls the network, and in a process whose application
+// keeps polling (busy) and whose event loop sleeps in its own epoll set,
+// that took 3-4 ms on loopback (sysmon's poll), the most of a new peer's
+// first round trip. A zoned IPv6 address goes through Go's dialer.
+func connect(ap netip.AddrPort, timeout time.Duration) (stdnet.Conn, error) {
+	addr := ap.Addr()
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	switch {
+	case addr.Is4() || addr.Is4In6():
+		sa = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: addr.Unmap().As4()}
+	case addr.Zone() == "":
+		family = unix.AF_INET6
+		sa = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: addr.As16()}
+	default:
+		d := stdnet.Dialer{Timeout: timeout, KeepAlive: -1}
+		return d.Dial("tcp", ap.String())
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	if err = connectWait(fd, sa, timeout); err == nil && selfConnected(fd) {
+		// A port nobody listens on, and the kernel picked it as our
+		// source port too: TCP's simultaneous open connected the socket
+		// to itself (Go's dialer checks this as well).
+		err = unix.ECONNREFUSED
+	}
+	if err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), "gofi-dial")
+	nc, err := stdnet.FileConn(f) // a dup; gnet dups it again and closes nc
+	f.Close()
+	return nc, err
+}
+
+// selfConnected reports whether fd's local and remote addresses are the
+// same.
+func selfConnected(fd int) bool {
+	la, err1 := unix.Getsockname(fd)
+	ra, err2 := unix.Getpeername(fd)
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return sockaddrKey(la) == sockaddrKey(ra)
+}
+
+// connectWait connects the non-blocking socket fd to sa, waiting in
+// poll(2) for at most timeout.
+func connectWait(fd int, sa unix.Sockaddr, timeout time.Duration) error {
+	err := unix.Connect(fd, sa)
+	for err == unix.EINTR {
+		err = unix.Connect(fd, sa) // the attempt goes on: EALREADY, EISCONN or its result
+	}
+	switch err {
+	case nil, unix.EISCONN:
+		return nil
+	case unix.EINPROGRESS, unix.EALREADY:
+	default:
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return unix.ETIMEDOUT
+		}
+		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(pfd, int(min(left.Milliseconds()+1, 1<<30)))
+		if err == unix.EINTR || n == 0 {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		v, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return err
+		}
+		if v != 0 {
+			return unix.Errno(v)
+		}
+		return nil
+	}
 }
 
 // loop is the gnet event handler of a transport.

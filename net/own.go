@@ -321,6 +321,7 @@ func (t *Transport) ownerPoll() bool {
 		// handshake is done.
 		t.handbacks.Add(1)
 		t.releaseLocked()
+		t.handedBack = true
 		return false
 	}
 	t.mu.Lock()

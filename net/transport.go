@@ -194,6 +194,8 @@ type Transport struct {
 	handbacks atomic.Int64
 	// dialing counts dial goroutines started and not yet running.
 	dialing atomic.Int32
+	// handedBack: ownerPoll just handed the loop back (Poll's goroutine).
+	handedBack bool
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
@@ -482,11 +484,12 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		t.sinkMu.Unlock()
 	}
 	if t.dialing.Load() != 0 {
-		// A Send started a dial goroutine: it waits in this P's run
-		// queue, and an application that keeps polling never enters the
+		// A dial goroutine is at work: it waits in this P's run queue
+		// when Send started it, and in the global one when it comes
+		// back from connect's system call while the loop holds the
+		// other P. An application that keeps polling never enters the
 		// scheduler, so it ran only when the runtime preempted this
-		// goroutine or took the other P from the loop's epoll_wait: a
-		// new peer's first message waited 4-10 ms for its dial.
+		// goroutine: a new peer's first message waited 4-10 ms.
 		runtime.Gosched()
 	}
 	work := false
@@ -495,7 +498,12 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		t.ownPolls++
 		work = t.ownerPoll()
 		t.own.Unlock()
-		if !work {
+		if t.handedBack {
+			// The loop goroutine, woken by the release, waits in this
+			// P's run queue: let it run its queued tasks now.
+			t.handedBack = false
+			runtime.Gosched()
+		} else if !work {
 			// Nothing came: give the CPU to a thread waiting on this
 			// one's run queue, perhaps the peer (or its loop) whose
 			// answer this poll waits for; with nobody waiting the yield
