@@ -1,0 +1,287 @@
+package benchmarks
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/edsrzf/mmap-go"
+
+	"github.com/gofi-dev/fi/ring"
+)
+
+// BenchmarkShmPingPongAlternated is BenchmarkShmPingPong's three variants
+// (flag, flag2, ring) against one peer process, alternated in batches of
+// altBatch round trips: flag, flag2, ring, flag, flag2, ring, ... On this
+// 2-vCPU machine the two vCPUs move between placements (cache-line round
+// trips of about 66, 110 or 480 ns) within a run, and other processes take
+// the CPUs for milliseconds at a time; a batch lasts 0.1-1 ms, so the
+// three batches of a round almost always share a placement and a quiet
+// spell, where BenchmarkShmPingPong's samples (a fresh peer and b.N round
+// trips each, tens of milliseconds) often do not.
+//
+// b.N is the round trips per variant. Reported: ns/op, the median batch's
+// ring round trip; flag-ns and flag2-ns, the same for the flags; ring/flag
+// and ring/flag2, the medians over rounds of each round's ratio (the
+// figures to compare across placements); rt-ns, the placement before the
+// run.
+func BenchmarkShmPingPongAlternated(b *testing.B) {
+	rt := placementRT()
+	path, m := createShm(b, altSize)
+	ra, err := ring.Init(m[altRingA:altRingB], ppRingCap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb, err := ring.Init(m[altRingB:], ppRingCap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ppPeerMax)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRingPingPongAltPeer$", "-test.bench=^$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envAltPeerFile+"="+path)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	a := newAltSide(m, ra, rb)
+	deadline := time.Now().Add(30 * time.Second)
+	rounds := (b.N + altBatch - 1) / altBatch
+	times := make([][altModes]float64, rounds)
+	ok := true
+	for k := 0; k < altModes && ok; k++ { // warm up: the peer starts, the rings' pages fault in
+		ok = a.run(k, altWarm, deadline)
+	}
+	b.ResetTimer()
+	for r := 0; r < rounds && ok; r++ {
+		n := min(altBatch, b.N-r*altBatch)
+		for k := 0; k < altModes && ok; k++ {
+			a.ctrl.Store(uint64(k + 1))
+			st := time.Now()
+			ok = a.run(k, n, deadline)
+			times[r][k] = float64(time.Since(st).Nanoseconds()) / float64(n)
+		}
+	}
+	b.StopTimer()
+	a.ctrl.Store(altStop)
+	if err := cmd.Wait(); err != nil || !ok {
+		b.Fatalf("peer: %v (answered: %v)\n%s", err, ok, out.Bytes())
+	}
+	med := func(f func(t [altModes]float64) float64) float64 {
+		v := make([]float64, len(times))
+		for i, t := range times {
+			v[i] = f(t)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing] }), "ns/op")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altFlag] }), "flag-ns")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altFlag2] }), "flag2-ns")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing] / t[altFlag] }), "ring/flag")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing] / t[altFlag2] }), "ring/flag2")
+	b.ReportMetric(rt, "rt-ns")
+}
+
+const (
+	envAltPeerFile = "GOFI_BENCH_PINGPONG_ALT_FILE"
+
+	altFlag, altFlag2, altRing, altModes = 0, 1, 2, 3
+
+	altBatch = 2000 // round trips per batch
+	altWarm  = 5000 // round trips per variant before timing (more than a lap of each ring)
+	altStop  = 1 << 32
+
+	// Layout: the control word, the flag, flag2's two words, each on its
+	// own line, then the two rings as in BenchmarkShmPingPong.
+	altCtrl  = 0
+	altFlagW = ring.LineSep
+	altF2Out = 2 * ring.LineSep
+	altF2In  = 3 * ring.LineSep
+	altRingA = 4 * ring.LineSep
+	altRingB = altRingA + ppRingCap*2
+	altSize  = altRingB + ppRingCap*2
+)
+
+// altSide is one side's state: the shared words, the rings and the
+// sequence numbers each variant has reached.
+type altSide struct {
+	ctrl, flag, f2out, f2in *atomic.Uint64
+	ra, rb                  *ring.Ring // initiator -> peer, peer -> initiator
+	seq                     [altModes]uint64
+	buf                     []byte
+}
+
+func newAltSide(m []byte, ra, rb *ring.Ring) *altSide {
+	w := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&m[off])) }
+	return &altSide{ctrl: w(altCtrl), flag: w(altFlagW), f2out: w(altF2Out), f2in: w(altF2In), ra: ra, rb: rb, buf: make([]byte, 64)}
+}
+
+// run makes n round trips of variant k as the initiator; false if the
+// peer stopped answering before deadline. Each variant has its own loop,
+// as tight as BenchmarkShmPingPong's.
+func (a *altSide) run(k, n int, deadline time.Time) bool {
+	a.ctrl.Store(uint64(k + 1))
+	late := func(idle int) bool { return idle&(1<<20-1) == 0 && time.Now().After(deadline) }
+	s := a.seq[k]
+	defer func() { a.seq[k] = s }()
+	switch k {
+	case altFlag:
+		for range n {
+			s++
+			a.flag.Store(2*s - 1)
+			for idle := 0; a.flag.Load() != 2*s; {
+				if idle++; late(idle) {
+					return false
+				}
+				spinPause(idle)
+			}
+		}
+	case altFlag2:
+		for range n {
+			s++
+			a.f2out.Store(s)
+			for idle := 0; a.f2in.Load() != s; {
+				if idle++; late(idle) {
+					return false
+				}
+				spinPause(idle)
+			}
+		}
+	case altRing:
+		var msg [8]byte
+		for range n {
+			s++
+			msg[0] = byte(s)
+			for a.ra.TryWrite(1, msg[:]) != nil {
+			}
+			for idle := 0; ; {
+				_, _, err := a.rb.TryRead(a.buf)
+				if err == nil {
+					break
+				}
+				if err != ring.ErrEmpty {
+					return false
+				}
+				if idle++; late(idle) {
+					return false
+				}
+				spinPause(idle)
+			}
+		}
+	}
+	return true
+}
+
+// echo answers variant k until the control word changes; false on a
+// corrupt ring or at deadline. Each variant has its own loop; the control
+// word is read only on polls that find nothing.
+func (a *altSide) echo(k int, deadline time.Time) bool {
+	c := uint64(k + 1)
+	late := func(idle int) bool { return idle&(1<<20-1) == 0 && time.Now().After(deadline) }
+	switch k {
+	case altFlag:
+		for last, idle := uint64(0), 0; ; {
+			if v := a.flag.Load(); v&1 == 1 && v != last {
+				a.flag.Store(v + 1)
+				last, idle = v, 0
+				continue
+			}
+			if a.ctrl.Load() != c {
+				return true
+			}
+			if idle++; late(idle) {
+				return false
+			}
+			spinPause(idle)
+		}
+	case altFlag2:
+		for idle := 0; ; {
+			if v := a.f2out.Load(); v != a.f2in.Load() {
+				a.f2in.Store(v)
+				idle = 0
+				continue
+			}
+			if a.ctrl.Load() != c {
+				return true
+			}
+			if idle++; late(idle) {
+				return false
+			}
+			spinPause(idle)
+		}
+	default:
+		for idle := 0; ; {
+			typ, n, err := a.ra.TryRead(a.buf)
+			if err == nil {
+				for a.rb.TryWrite(typ, a.buf[:n]) != nil {
+				}
+				idle = 0
+				continue
+			}
+			if err != ring.ErrEmpty {
+				return false
+			}
+			if a.ctrl.Load() != c {
+				return true
+			}
+			if idle++; late(idle) {
+				return false
+			}
+			spinPause(idle)
+		}
+	}
+}
+
+// TestRingPingPongAltPeer is the echoing peer of
+// BenchmarkShmPingPongAlternated; it does nothing unless re-executed by it.
+func TestRingPingPongAltPeer(t *testing.T) {
+	path := os.Getenv(envAltPeerFile)
+	if path == "" {
+		t.Skip("peer process of BenchmarkShmPingPongAlternated only")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	m, err := mmap.Map(f, mmap.RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Unmap()
+	ra, err := ring.Attach(m[altRingA:altRingB])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := ring.Attach(m[altRingB:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAltSide(m, ra, rb)
+	deadline := time.Now().Add(ppPeerMax)
+	for idle := 0; ; idle++ {
+		c := a.ctrl.Load()
+		switch {
+		case c == altStop:
+			return
+		case c >= 1 && c <= altModes:
+			if !a.echo(int(c-1), deadline) {
+				t.Fatal("corrupt ring or timed out")
+			}
+			idle = 0
+			continue
+		}
+		if idle&(1<<20-1) == 0 && time.Now().After(deadline) {
+			t.Fatal("peer timed out")
+		}
+		spinPause(idle + 1)
+	}
+}
