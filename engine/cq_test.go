@@ -366,3 +366,58 @@ func TestCQ_YieldSreadNeverSleeps(t *testing.T) {
 	}
 	cq.Unbind(p, w)
 }
+
+// A busy-polling read loop that keeps finding nothing yields the CPU once
+// every idleCheck empty reads after idleYieldAfter (here 0: no clock in
+// the test); a completion read ends the run, and reads that find
+// something never yield.
+func TestCQ_IdleReadsYield(t *testing.T) {
+	yields := 0
+	defer func(d time.Duration, f func()) { idleYieldAfter, idleYield = d, f }(idleYieldAfter, idleYield)
+	idleYieldAfter, idleYield = 0, func() { yields++ }
+	cq := NewCQ(4, nil)
+	read := func() int {
+		cq.BeginRead()
+		n := 0
+		if cq.Next() != nil {
+			cq.Pop()
+			n = 1
+		}
+		n, _ = cq.EndRead(n)
+		return n
+	}
+	for range idleCheck {
+		read()
+	}
+	if yields != 0 {
+		t.Fatalf("%d yields after the first %d empty reads (the run's start is taken there)", yields, idleCheck)
+	}
+	for range idleCheck {
+		read()
+	}
+	if yields != 1 {
+		t.Fatalf("%d yields after %d empty reads, want 1", yields, 2*idleCheck)
+	}
+	// A completion ends the run: the next idleCheck empty reads only start
+	// a new one.
+	cq.Push(&Entry{Context: 1})
+	if read() != 1 {
+		t.Fatal("the completion was not read")
+	}
+	for range idleCheck {
+		read()
+	}
+	if yields != 1 {
+		t.Fatalf("%d yields: a completion did not end the idle run", yields)
+	}
+	// Reads that find completions never yield.
+	for i := range 4 * idleCheck {
+		cq.Push(&Entry{Context: i})
+		if read() != 1 {
+			t.Fatal("a completion was not read")
+		}
+	}
+	if yields != 1 {
+		t.Fatalf("%d yields while completions came", yields)
+	}
+}
