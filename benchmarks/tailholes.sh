@@ -7,7 +7,8 @@
 #
 # Runs perftest latency -dump under perf record -a -k CLOCK_MONOTONIC
 # (context switches, wake-ups, nanosleep, interrupts, hrtimers, page
-# faults), then
+# faults, inter-processor interrupts (function calls, reschedules, irq
+# work) and TLB flushes), then
 # cmd tailholes, which matches every round trip slower than X times its
 # size's median (default 5) with what the kernel ran on the CPUs while it
 # lasted, and prints per size: the spinners' switches out, every other
@@ -35,6 +36,8 @@ perf record -q -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
 	-e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_nanosleep \
 	-e irq:irq_handler_entry -e irq:softirq_entry -e timer:hrtimer_expire_entry \
 	-e exceptions:page_fault_user -e exceptions:page_fault_kernel \
+	-e irq_vectors:call_function_entry -e irq_vectors:call_function_single_entry \
+	-e irq_vectors:reschedule_entry -e irq_vectors:irq_work_entry -e tlb:tlb_flush \
 	-- "$out/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$out/dump.txt" 2>/dev/null
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace >"$out/perf.txt" 2>/dev/null

@@ -86,7 +86,7 @@ var (
 	lineRE   = regexp.MustCompile(`^\s*(.+?)\s+(-?\d+)/(-?\d+)\s+\[(\d+)\]\s+(\d+)\.(\d+):\s+(\S+):\s*(.*)$`)
 	switchRE = regexp.MustCompile(`prev_comm=(.*?) prev_pid=(\d+) prev_prio=-?\d+ prev_state=(\S+) ==> next_comm=(.*?) next_pid=(\d+)`)
 	wakeRE   = regexp.MustCompile(`pid=(\d+)`)
-	detailRE = regexp.MustCompile(`(name=\S+|vec=\d+ \[action=\S+\]|function=\S+)`)
+	detailRE = regexp.MustCompile(`(name=\S+|vec=\d+ \[action=\S+\]|function=\S+|reason:[a-z ]+)`)
 )
 
 // parsePerf reads perf script output.
@@ -146,8 +146,8 @@ func parsePerf(r io.Reader) (*trace, error) {
 			}
 		case strings.HasPrefix(ev, "exceptions:page_fault"):
 			tr.points[cpu] = append(tr.points[cpu], point{t, strings.TrimPrefix(ev, "exceptions:") + " (" + tr.tasks[tid].comm + ")"})
-		case strings.HasPrefix(ev, "irq:") || strings.HasPrefix(ev, "timer:"):
-			what := strings.TrimPrefix(strings.TrimPrefix(ev, "irq:"), "timer:")
+		case strings.HasPrefix(ev, "irq:") || strings.HasPrefix(ev, "timer:") || strings.HasPrefix(ev, "irq_vectors:") || strings.HasPrefix(ev, "tlb:"):
+			what := ev[strings.IndexByte(ev, ':')+1:]
 			if d := detailRE.FindString(rest); d != "" {
 				what += " " + d
 			}
