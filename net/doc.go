@@ -54,7 +54,7 @@
 // # Protocols by size
 //
 //   - eager (up to MaxEager, 16 KiB): header and payload in one frame;
-//   - pushed (up to PushMax, 256 KiB): one PUSH frame, header then
+//   - pushed (up to PushMax, 1 MiB): one PUSH frame, header then
 //     payload, written with one writev from the sender's buffers; the
 //     receiver reads it into the matched receive, or buffers it when no
 //     receive matches yet (push.go);

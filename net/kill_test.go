@@ -63,8 +63,8 @@ func TestPeerKilled_PendingOpsFail(t *testing.T) {
 			t.Fatalf("eager SendDone %d", as.sendDone[1])
 		}
 	}
-	big := &transport.Header{Kind: transport.KindMsg, Len: 1 << 20}
-	if done, c := a.Send(p, big, [][]byte{make([]byte, 1<<20)}, 2); done || c != transport.OK {
+	big := &transport.Header{Kind: transport.KindMsg, Len: 2 << 20} // above PushMax: rendezvous
+	if done, c := a.Send(p, big, [][]byte{make([]byte, 2<<20)}, 2); done || c != transport.OK {
 		t.Fatalf("rendezvous Send: %v %d", done, c)
 	}
 	start := time.Now()

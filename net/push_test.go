@@ -116,7 +116,8 @@ func repark(t *testing.T, a *Transport, as transport.Sink, b *Transport, bs tran
 func TestPush_PostedReceiveGetsThePayloadDirectly(t *testing.T) {
 	for _, loopOnly := range []bool{false, true} {
 		t.Run(fmt.Sprintf("loopOnly=%v", loopOnly), func(t *testing.T) {
-			a, b, as, bs, p := parkedPair(t, Config{LoopOnly: loopOnly})
+			// PushMax 256 KiB: the two largest go by rendezvous.
+			a, b, as, bs, p := parkedPair(t, Config{LoopOnly: loopOnly, Window: 1 << 20, PushMax: 256 << 10})
 			sizes := []int{8, 16<<10 + 1, 64 << 10, 5, 256 << 10, 256<<10 + 1, 100 << 10, 1 << 20}
 			bufLen := func(i, size int) int {
 				if i == 6 {
@@ -171,7 +172,7 @@ func TestPush_PostedReceiveGetsThePayloadDirectly(t *testing.T) {
 // Fetch copies it out (at once when complete), Discard drops it, and its
 // credit comes back either way (the sender is not blocked for good).
 func TestPush_UnexpectedIsBufferedFetchedOrDiscarded(t *testing.T) {
-	a, b, as, bs, p := parkedPair(t, Config{})
+	a, b, as, bs, p := parkedPair(t, Config{Window: 1 << 20, PushMax: 256 << 10})
 	const size = 200 << 10
 	const n = 12 // more than the window holds at once: credit must return
 	for i := range n {
@@ -247,7 +248,7 @@ func doneAll(s *fakeSink, first, n int) bool {
 // pushes never hold more than half the window, so a small message sent
 // after them still goes (a receiver waiting for it does not deadlock).
 func TestPush_LowCreditFallsBackToRendezvous(t *testing.T) {
-	a, b, as, bs, p := parkedPair(t, Config{})
+	a, b, as, bs, p := parkedPair(t, Config{Window: 1 << 20, PushMax: 256 << 10})
 	const size = 200 << 10
 	for i := range 6 { // 1.2 MiB unexpected, never fetched: above the 1 MiB window
 		h := &transport.Header{Kind: transport.KindMsg, Len: size}
@@ -350,5 +351,35 @@ func TestPush_CreditRidesOnTheAnswer(t *testing.T) {
 	}, a, as, b, bs)
 	if got := b.creditFrames.Load(); got != frames {
 		t.Fatalf("the receiver wrote %d CREDIT frames of their own", got-frames)
+	}
+}
+
+// With the default window a 1 MiB message goes as one PUSH, read straight
+// into the posted receive: no clear-to-send round trip, no copy.
+func TestPush_DefaultsPushOneMiB(t *testing.T) {
+	a, b, as, bs, p := parkedPair(t, Config{})
+	const size = 1 << 20
+	pushes0, direct0 := b.pushes.Load(), b.pushDirect.Load()
+	// The parked loop's tick may decode a header itself (it is then
+	// buffered): a few messages, until one went straight in.
+	for i := 0; i < 8 && b.pushDirect.Load() == direct0; i++ {
+		bs.posted = append(bs.posted, make([]byte, size))
+		repark(t, a, as, b, bs)
+		msg := pattern(size, byte(i))
+		h := &transport.Header{Kind: transport.KindMsg, Len: size}
+		sendAll(t, a, as, b, bs, p, h, msg, transport.Op(10+i))
+		pollUntil(t, "the message", func() bool { return len(bs.got) == i+1 && !bs.pending() }, b, bs, a, as)
+		if g := bs.got[i]; g.code != transport.OK || !bytes.Equal(g.data, msg) {
+			t.Fatalf("message %d: code %d, %d bytes", i, g.code, len(g.data))
+		}
+		// The first goes as PUSH; the next ones only once the first's
+		// credit came back (here, riding on a clear-to-send), as half the
+		// window must stay free after a push.
+		if i == 0 && b.pushes.Load()-pushes0 != 1 {
+			t.Fatal("the first 1 MiB message was not pushed")
+		}
+	}
+	if b.pushDirect.Load() == direct0 {
+		t.Fatalf("none of %d 1 MiB pushes read straight into its receive", b.pushes.Load()-pushes0)
 	}
 }

@@ -37,11 +37,11 @@ type Config struct {
 	// 64 KiB); larger messages use ready-to-send / clear-to-send.
 	MaxEager int
 	// Window is the receive window per peer in bytes of eager frames
-	// (default 1 MiB, at least 256 KiB): the most one peer can have
+	// (default 4 MiB, at least 256 KiB): the most one peer can have
 	// buffered here before the engine accepts its messages.
 	Window int
 	// PushMax is the largest payload sent as one PUSH frame, header and
-	// payload at once (push.go; default 256 KiB, at most 1 MiB and a
+	// payload at once (push.go; default and at most 1 MiB, and at most a
 	// quarter of Window); larger messages use ready-to-send /
 	// clear-to-send. Below MaxEager it is unused; -1 disables pushes.
 	PushMax int
@@ -67,13 +67,13 @@ type Config struct {
 
 const (
 	defaultMaxEager  = 16 << 10
-	defaultWindow    = 1 << 20
+	defaultWindow    = 4 << 20 // room for pushes of defaultPushMax (push.go)
 	minWindow        = 256 << 10
 	defaultSendQueue = 4 << 20
 	defaultHandoff   = 4 << 20
 	maxPendingOps    = 1 << 15 // rendezvous sends or fetches per peer
 	pollBatch        = 256     // records delivered per Poll
-	defaultPushMax   = 256 << 10
+	defaultPushMax   = 1 << 20
 	protoVersion     = 2 // 2: PUSH frames
 )
 
