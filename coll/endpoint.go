@@ -368,7 +368,7 @@ func (e *Endpoint) CollProgress() bool {
 		if g.sh.waiting && g.failed == 0 && !g.closed {
 			r := g.region
 			switch {
-			case !r.arrived():
+			case !r.arrived() && !r.spinArrived():
 				if r.aborted() != 0 {
 					break // the general path fails the group
 				}
