@@ -81,7 +81,8 @@ type collOpts struct {
 	check   bool
 	dump    string // -dump: every rank's timed calls into dump.RANK
 	bind    string // core or none
-	cpus    []int  // rank 0 of a self-spawned job: the CPUs the job may use (the placement probe's)
+	settle  time.Duration
+	cpus    []int // rank 0 of a self-spawned job: the CPUs the job may use (the placement probe's)
 	common  *commonOpts
 }
 
@@ -148,6 +149,7 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.timeout, "timeout", 60*time.Second, "give up on a collective that has not completed after this long")
 	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin (CQ.Read), sread (CQ.Sread) or yield (CQ.Sread on a CQ opened with WaitYield: sched_yield between polls) (default spin; with more ranks than CPUs yield, or sread when the rank leads its own session, as under Hydra)")
 	fs.BoolVar(&o.check, "check", true, "check one result of every collective and size")
+	fs.DurationVar(&o.settle, "settle", settleFor, "poll, calling barriers, this `long` before the first timed call (see settle in coll.go)")
 	fs.StringVar(&o.bind, "bind", "", "core: bind each rank perftest starts to one CPU of its own (rank r to the r-th allowed CPU), as Open MPI's mpirun does with at most 2 ranks; none: leave them unbound (default core when perftest starts the ranks and there are at most 2 of them, else none; under a launcher the launcher binds)")
 	fs.StringVar(&o.dump, "dump", "", "write every rank's timed calls to `prefix`.RANK: collective, size, start on CLOCK_MONOTONIC (ns) and the call's time (ns), in the order they ran, to find the slow calls behind an average above the median")
 	o.common = addCommonFlags(fs)
@@ -733,7 +735,7 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 		defer c.coop.start(o.prov)() // after the placement probe, which wants two Ps
 	}
 	b0 := &collBufs{buf: make([]byte, 1), res: make([]byte, 1)}
-	if err := c.settle(b0); err != nil {
+	if err := c.settle(b0, o.settle); err != nil {
 		return nil, err
 	}
 	maxSize := 4
@@ -845,8 +847,8 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 // first timed call (settle).
 const settleFor = 30 * time.Millisecond
 
-// settle calls barriers until the ranks have polled for settleFor (rank
-// 0's clock decides, told to the others by a broadcast every 256
+// settle calls barriers until the ranks have polled for d (-settle;
+// rank 0's clock decides, told to the others by a broadcast every 256
 // barriers, so that all call the same number).
 //
 // Why: while a Go process blocks (here, in the job's start-up and the
@@ -858,7 +860,15 @@ const settleFor = 30 * time.Millisecond
 // 20000; later 90-190 a second). That is a start-up transient of the
 // runtime, like a cold cache, which warm-up is for; a count of warm-up
 // calls ends it only at large counts.
-func (c *collEP) settle(b *collBufs) error {
+//
+// On a host busy with other work it has a price: a process that has just
+// woken is left alone for a few milliseconds before the scheduler hands
+// its CPU to the others, and the timed calls then come after that window
+// (2 ranks, 20000 barriers, alternated rounds at load 3-4: average 0.36,
+// 0.59, 0.65, 0.69 and 2.55 us with -settle 0, 0.27-11.96 us with 8 or
+// 30 ms; Open MPI's first test, run at once, 0.30-0.57, once 14.89).
+// -settle 0 measures that way.
+func (c *collEP) settle(b *collBufs, d time.Duration) error {
 	t0 := time.Now()
 	for {
 		for range 256 {
@@ -867,7 +877,7 @@ func (c *collEP) settle(b *collBufs) error {
 			}
 		}
 		b.buf[0] = 0
-		if c.rank == 0 && time.Since(t0) < settleFor {
+		if c.rank == 0 && time.Since(t0) < d {
 			b.buf[0] = 1
 		}
 		if err := c.call("bcast", 1, b); err != nil {
