@@ -418,7 +418,7 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 		switch {
 		case owner && len(tc.pre) == 0 && tc.dec.dataLeft() > 0 && tc.cur != nil && tc.cur.push:
 			tc.reservePre(ownRead)
-			n, err = tc.readDirect()
+			n, drained, err = tc.readDirect()
 		case len(tc.pre) == 0 && tc.dec.rmaLeft() > 0:
 			// Inside an RMA write's payload: straight into the region.
 			var ok bool
@@ -437,6 +437,7 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 			n, err = unix.Read(tc.fd, tc.pre[:2*hdrSize])
 			if n > 0 {
 				tc.pre = tc.pre[:n]
+				drained = n < 2*hdrSize
 			}
 		default:
 			n, drained, err = tc.spinRead()
@@ -519,8 +520,11 @@ const directChunk = 256 << 10
 // straight from the socket into the Fetch destination, with the bytes
 // behind it (the next frames) going to pre in the same readv. pre is
 // empty. Without a live fetch slot (torn down) it reads into pre and the
-// decoder discards. It returns the bytes read.
-func (tc *tconn) readDirect() (int, error) {
+// decoder discards. It returns the bytes read, and drained when the read
+// ended the payload and emptied the socket: the caller then stops reading
+// it (the next frame is not there; a read would only say EAGAIN, before
+// the completion is handed over).
+func (tc *tconn) readDirect() (int, bool, error) {
 	p := tc.peer
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -530,7 +534,7 @@ func (tc *tconn) readDirect() (int, error) {
 		if n > 0 {
 			tc.pre = tc.pre[:len(tc.pre)+n]
 		}
-		return n, err
+		return n, false, err
 	}
 	want := min(tc.dec.dataLeft(), uint64(directChunk))
 	iov := tc.riov[:0]
@@ -561,8 +565,9 @@ func (tc *tconn) readDirect() (int, error) {
 	n, err := readv(tc.fd, iov)
 	clear(tc.riov[:])
 	if n <= 0 {
-		return n, err
+		return n, false, err
 	}
+	drained := n >= data && n < data+len(tail)
 	d := min(n, data)
 	tc.pre = tc.pre[:len(tc.pre)+n-d]
 	s.got += uint64(d)
@@ -577,7 +582,7 @@ func (tc *tconn) readDirect() (int, error) {
 		tc.curOff += k
 		d -= k
 	}
-	return n, nil
+	return n, drained, nil
 }
 
 // readv reads into iovs without allocating.

@@ -1,6 +1,7 @@
 package net
 
 import (
+	"bytes"
 	stdnet "net"
 	"testing"
 	"time"
@@ -99,5 +100,45 @@ func TestFrame_CreditKeepsThePushExpectation(t *testing.T) {
 	}
 	if !tc.lastPush || p.credit != 1 {
 		t.Fatalf("after a CREDIT frame: expecting a push %v, credit %d", tc.lastPush, p.credit)
+	}
+}
+
+// readDirect reports the socket drained when its read ended the payload
+// and left the room behind it unfilled: Poll then hands the completion
+// over without another read (which would only say EAGAIN).
+func TestReadDirect_DrainedWhenThePayloadEndsTheSocket(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	tr := &Transport{}
+	p := &peer{t: tr, peerWindow: 1 << 40}
+	const size = 4096
+	for _, c := range []struct {
+		behind  int // bytes of the next frames in the socket behind the payload
+		drained bool
+	}{{0, true}, {10, true}, {2 * hdrSize, false}} {
+		tc := &tconn{t: tr, fd: fds[0], peer: p, state: stReady}
+		tc.pbuf = make([]byte, 2*ownRead)
+		tc.pre = tc.pbuf[:0]
+		s, id := p.fetches.alloc()
+		dst := make([]byte, size)
+		s.cap, s.got, s.dst = size, 0, append(s.dst[:0], dst)
+		tc.cur, tc.curID = s, id
+		tc.dec.have, tc.dec.f.op, tc.dec.left = true, opData, size
+		msg := append(pattern(size, 3), make([]byte, c.behind)...)
+		if _, err := unix.Write(fds[1], msg); err != nil {
+			t.Fatal(err)
+		}
+		n, drained, err := tc.readDirect()
+		if err != nil || n != len(msg) || drained != c.drained {
+			t.Fatalf("%d bytes behind the payload: read %d of %d, drained %v (want %v), %v", c.behind, n, len(msg), drained, c.drained, err)
+		}
+		if !bytes.Equal(dst, pattern(size, 3)) || len(tc.pre) != c.behind {
+			t.Fatalf("%d bytes behind: payload intact %v, %d bytes in pre", c.behind, bytes.Equal(dst, pattern(size, 3)), len(tc.pre))
+		}
+		p.fetches.put(id)
 	}
 }
