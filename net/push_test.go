@@ -354,15 +354,15 @@ func TestPush_CreditRidesOnTheAnswer(t *testing.T) {
 	}
 }
 
-// With the default window a 1 MiB message goes as one PUSH, read straight
-// into the posted receive: no clear-to-send round trip, no copy.
+// With the default window a 1 MiB message goes as one PUSH (no
+// clear-to-send round trip; TestPush_PostedReceiveGetsThePayloadDirectly
+// covers the read straight into the posted receive, which a parked
+// loop's tick can preempt by decoding the header itself).
 func TestPush_DefaultsPushOneMiB(t *testing.T) {
 	a, b, as, bs, p := parkedPair(t, Config{})
 	const size = 1 << 20
-	pushes0, direct0 := b.pushes.Load(), b.pushDirect.Load()
-	// The parked loop's tick may decode a header itself (it is then
-	// buffered): a few messages, until one went straight in.
-	for i := 0; i < 8 && b.pushDirect.Load() == direct0; i++ {
+	pushes0 := b.pushes.Load()
+	for i := range 3 {
 		bs.posted = append(bs.posted, make([]byte, size))
 		repark(t, a, as, b, bs)
 		msg := pattern(size, byte(i))
@@ -378,8 +378,5 @@ func TestPush_DefaultsPushOneMiB(t *testing.T) {
 		if i == 0 && b.pushes.Load()-pushes0 != 1 {
 			t.Fatal("the first 1 MiB message was not pushed")
 		}
-	}
-	if b.pushDirect.Load() == direct0 {
-		t.Fatalf("none of %d 1 MiB pushes read straight into its receive", b.pushes.Load()-pushes0)
 	}
 }
