@@ -368,7 +368,7 @@ func (e *Endpoint) CollProgress() bool {
 		if g.sh.waiting && g.failed == 0 && !g.closed {
 			r := g.region
 			switch {
-			case !r.arrived() && !r.spinArrived():
+			case !r.arrived():
 				if r.aborted() != 0 {
 					break // the general path fails the group
 				}

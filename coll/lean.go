@@ -63,7 +63,7 @@ func (g *Group) leanStart(o *opState) bool {
 		copy(r.inline(r.me, set), o.Buf[:nb])
 	}
 	r.publish()
-	if !r.arrived() && !r.spinArrived() {
+	if !r.arrived() {
 		if !s.sleepers {
 			r.fence() // see shmAdvance
 		}

@@ -309,31 +309,6 @@ func (r *region) arrived() bool {
 	return true
 }
 
-// arriveSpin is how many more times a rank that finds someone missing
-// looks again before it leaves the post or the waiting pass.
-//
-// A short spin on the missing arrive word sees the arrival sooner than
-// the next pass does when the CPUs are far apart: 2 ranks in one process
-// pinned to the two CPUs, 10000 barriers per segment, segments of each
-// variant alternated and grouped by the placement probed before each
-// (medians of segment p50s over 10 runs, load 3-11): without it far
-// (440-490 ns round trip) 541-682 ns, with it 450-501 (64, 512 or 4096
-// loads alike; unbounded 440-481); near 220-310 either way. The loads
-// hit in the cache until the line changes, and 64 of them take some
-// 100-200 ns, nothing beside a yielding or sleeping wait.
-const arriveSpin = 64
-
-// spinArrived looks at the arrive words up to arriveSpin more times;
-// true once every local rank arrived.
-func (r *region) spinArrived() bool {
-	for range arriveSpin {
-		if r.arrived() {
-			return true
-		}
-	}
-	return false
-}
-
 // aborted returns the errno a local rank stored on failing, 0 if none.
 func (r *region) aborted() engine.Code { return engine.Code(r.u32(hAbort).Load()) }
 
