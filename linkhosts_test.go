@@ -180,7 +180,12 @@ func linkHostPeer(t *testing.T, role string) error {
 		if line() != "P2" {
 			return errors.New("no P2")
 		}
-		big := make([]byte, 1<<20)
+		// Larger than the tcp transport's PushMax (1 MiB), so it goes
+		// by rendezvous: C, which posts no receive for it, never takes
+		// it, and the send can only end in an error once C dies. (A
+		// pushed message may complete before the kill: C's provider
+		// received it, which is all a transmit completion says.)
+		big := make([]byte, 4<<20)
 		if err := n.ep.TSend(big, addrs[2], 99, "toC"); err != nil {
 			return err
 		}
