@@ -3,7 +3,6 @@ package net
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	stdnet "net"
 	"testing"
@@ -174,43 +173,10 @@ func TestPeerClose_OtherConnectionDrainsFirst(t *testing.T) {
 	defer cancel()
 	a := listen(t, Config{LoopOnly: true, Handoff: 4 * (maxWireEager + msgRecHdr + 8)})
 	as := &downSink{fakeSink: newSink()}
-	mine, _ := parseSockaddr(a.Name())
-	port := freePort(t, func(p uint16) bool { return p > mine.Port() }) // our dial is kept
-	rl, err := stdnet.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rl.Close()
-	peerName := encodeSockaddr(rl.Addr().(*stdnet.TCPAddr).AddrPort())
-	p, c := a.Resolve(peerName)
-	if c != transport.OK {
-		t.Fatalf("Resolve: %d", c)
-	}
-	ping := []byte("ping")
-	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{ping}, 1); c != transport.OK {
-		t.Fatalf("Send: %d", c)
-	}
-	const inst = 0x5eed
-	dialed, err := rl.Accept() // our dial
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dialed.Close()
-	if _, err := dialed.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
-		t.Fatal(err)
-	}
-	in, err := stdnet.Dial("tcp4", tcpAddr(t, a.Name())) // the peer's dial
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	if _, err := in.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
-		t.Fatal(err)
-	}
-	pollUntil(t, "both connections attached", func() bool { return a.connsTo(p) == 2 }, a, as)
+	_, dialed, in := bothAttached(t, a, as)
 	// Read all we wrote on both (HELLOs and the message), so that closing
 	// them sends FINs.
-	if _, err := io.ReadFull(dialed, make([]byte, hdrSize+helloLen+hdrSize+len(ping))); err != nil {
+	if _, err := io.ReadFull(dialed, make([]byte, hdrSize+helloLen+hdrSize+len(bothPing))); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := io.ReadFull(in, make([]byte, hdrSize+helloLen)); err != nil {

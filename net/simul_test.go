@@ -425,45 +425,10 @@ func peerClosingLosesNothing(t *testing.T, cfg Config) {
 	defer cancel()
 	a := listen(t, cfg)
 	as := newSink()
-	mine, _ := parseSockaddr(a.Name())
-	// The peer's address sorts after ours: our dial is the one to keep,
-	// the peer retires its own.
-	port := freePort(t, func(p uint16) bool { return p > mine.Port() })
-	rl, err := stdnet.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rl.Close()
-	peerName := encodeSockaddr(rl.Addr().(*stdnet.TCPAddr).AddrPort())
-	p, c := a.Resolve(peerName)
-	if c != transport.OK {
-		t.Fatalf("Resolve: %d", c)
-	}
-	ping := []byte("ping")
-	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{ping}, 1); c != transport.OK {
-		t.Fatalf("Send: %d", c)
-	}
-	const inst = 0x5eed
-	dialed, err := rl.Accept() // our dial
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dialed.Close()
-	if _, err := dialed.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
-		t.Fatal(err)
-	}
-	in, err := stdnet.Dial("tcp4", tcpAddr(t, a.Name())) // the peer's dial
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	if _, err := in.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
-		t.Fatal(err)
-	}
-	pollUntil(t, "both connections attached", func() bool { return a.connsTo(p) == 2 }, a, as)
+	_, dialed, in := bothAttached(t, a, as)
 	// Read all we sent on our dial (HELLO and the message), so that
 	// closing it sends a FIN, not a reset.
-	got := make([]byte, hdrSize+helloLen+hdrSize+len(ping))
+	got := make([]byte, hdrSize+helloLen+hdrSize+len(bothPing))
 	if _, err := io.ReadFull(dialed, got); err != nil {
 		t.Fatal(err)
 	}
@@ -500,7 +465,7 @@ func peerClosingLosesNothing(t *testing.T, cfg Config) {
 	putHeader(retire, &frame{op: opRetire})
 	dialed.Close()
 	time.Sleep(time.Millisecond) // the FIN first
-	_, err = in.Write(append(out, retire...))
+	_, err := in.Write(append(out, retire...))
 	close(unblock)
 	if err != nil {
 		t.Fatal(err)
@@ -518,4 +483,52 @@ func peerClosingLosesNothing(t *testing.T, cfg Config) {
 	if len(as.downs) != 1 || as.downs[0] != transport.EConnReset {
 		t.Fatalf("PeerDown %v, want one ECONNRESET", as.downs)
 	}
+}
+
+// bothPing is the message bothAttached has a send first.
+const bothPing = "ping"
+
+// bothAttached makes a test peer that connects to a both ways, as two
+// peers connecting at once do, and returns a's peer for it, the test's
+// end of a's dial and the peer's own dial once a has attached both (each
+// closed at the end of the test). The peer listens on a port above a's,
+// so a keeps its own dial and the peer retires its own; a sends it
+// bothPing first (so a dials), and both connections carry the peer's
+// HELLO with one instance.
+func bothAttached(t *testing.T, a *Transport, s transport.Sink) (p transport.Peer, dialed, in stdnet.Conn) {
+	t.Helper()
+	mine, _ := parseSockaddr(a.Name())
+	port := freePort(t, func(p uint16) bool { return p > mine.Port() })
+	rl, err := stdnet.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rl.Close() })
+	peerName := encodeSockaddr(rl.Addr().(*stdnet.TCPAddr).AddrPort())
+	p, c := a.Resolve(peerName)
+	if c != transport.OK {
+		t.Fatalf("Resolve: %d", c)
+	}
+	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: uint64(len(bothPing))}, [][]byte{[]byte(bothPing)}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	const inst = 0x5eed
+	dialed, err = rl.Accept() // a's dial
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dialed.Close() })
+	if _, err := dialed.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
+		t.Fatal(err)
+	}
+	in, err = stdnet.Dial("tcp4", tcpAddr(t, a.Name())) // the peer's dial
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close() })
+	if _, err := in.Write(helloFrame(peerName, inst, defaultWindow)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "both connections attached", func() bool { return a.connsTo(p) == 2 }, a, s)
+	return p, dialed, in
 }
