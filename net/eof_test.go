@@ -103,6 +103,14 @@ func stalledFramesArrive(t *testing.T, cfg Config, tail, reset bool) {
 		time.Sleep(time.Millisecond)
 	}
 
+	allBeforeDown(t, a, as, n, size)
+}
+
+// allBeforeDown checks that the n messages of size bytes the peer sent
+// before closing (tags 0..n-1, pattern(size, tag)) all arrived intact, in
+// order and before one PeerDown(ECONNRESET), and that nothing came after.
+func allBeforeDown(t *testing.T, a *Transport, as *downSink, n, size int) {
+	t.Helper()
 	pollUntil(t, "the peer's failure", func() bool { return len(as.downs) > 0 }, a, as)
 	if as.arrivedAtDown[0] != n {
 		t.Fatalf("%d of %d messages arrived before PeerDown %v (%d in all)", as.arrivedAtDown[0], n, as.downs, len(as.arrivals))
@@ -206,20 +214,5 @@ func TestPeerClose_OtherConnectionDrainsFirst(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 
-	pollUntil(t, "the peer's failure", func() bool { return len(as.downs) > 0 }, a, as)
-	if as.arrivedAtDown[0] != n {
-		t.Fatalf("%d of %d messages arrived before PeerDown %v (%d in all)", as.arrivedAtDown[0], n, as.downs, len(as.arrivals))
-	}
-	for i, ar := range as.arrivals {
-		if ar.hdr.Tag != uint64(i) || !bytes.Equal(ar.eager, pattern(size, byte(i))) {
-			t.Fatalf("message %d arrived as tag %d, intact %v", i, ar.hdr.Tag, bytes.Equal(ar.eager, pattern(size, byte(i))))
-		}
-	}
-	for i := 0; i < 20; i++ {
-		a.Poll(as)
-		a.Wait(time.Millisecond)
-	}
-	if len(as.downs) != 1 || as.downs[0] != transport.EConnReset || len(as.arrivals) != n {
-		t.Fatalf("PeerDown %v, %d arrivals; want one ECONNRESET after %d", as.downs, len(as.arrivals), n)
-	}
+	allBeforeDown(t, a, as, n, size)
 }
