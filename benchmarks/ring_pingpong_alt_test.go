@@ -11,8 +11,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/edsrzf/mmap-go"
-
 	"github.com/gofi-dev/fi/ring"
 )
 
@@ -243,20 +241,7 @@ func (a *altSide) echo(k int, deadline time.Time) bool {
 // TestRingPingPongAltPeer is the echoing peer of
 // BenchmarkShmPingPongAlternated; it does nothing unless re-executed by it.
 func TestRingPingPongAltPeer(t *testing.T) {
-	path := os.Getenv(envAltPeerFile)
-	if path == "" {
-		t.Skip("peer process of BenchmarkShmPingPongAlternated only")
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := mmap.Map(f, mmap.RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unmap()
+	m := mapPeerFile(t, envAltPeerFile, "BenchmarkShmPingPongAlternated")
 	ra, err := ring.Attach(m[altRingA:altRingB])
 	if err != nil {
 		t.Fatal(err)

@@ -184,20 +184,7 @@ func spinPause(idle int) {
 // TestRingPingPongPeer is the echoing peer of BenchmarkShmPingPong; it
 // does nothing unless re-executed by the benchmark.
 func TestRingPingPongPeer(t *testing.T) {
-	path := os.Getenv(envPeerFile)
-	if path == "" {
-		t.Skip("peer process of BenchmarkShmPingPong only")
-	}
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	m, err := mmap.Map(f, mmap.RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Unmap()
+	m := mapPeerFile(t, envPeerFile, "BenchmarkShmPingPong")
 	deadline := time.Now().Add(ppPeerMax)
 	timedOut := func(idle int) bool { return idle&(1<<20-1) == 0 && time.Now().After(deadline) }
 	switch os.Getenv(envPeerMode) {

@@ -7,8 +7,11 @@ import (
 	"strconv"
 	"sync/atomic"
 	"syscall"
+	"testing"
 	"time"
 	"unsafe"
+
+	"github.com/edsrzf/mmap-go"
 )
 
 func sizeOf[T any](v T) uintptr { return unsafe.Sizeof(v) }
@@ -93,4 +96,26 @@ func placementRT() float64 {
 	<-done
 	slices.Sort(ts[:])
 	return ts[len(ts)/2]
+}
+
+// mapPeerFile maps the shared file a ping-pong benchmark names in env for
+// the peer process it re-executes (unmapped and closed at the end of the
+// test); without env the test is skipped: it runs only as bench's peer.
+func mapPeerFile(t *testing.T, env, bench string) mmap.MMap {
+	t.Helper()
+	path := os.Getenv(env)
+	if path == "" {
+		t.Skip("peer process of " + bench + " only")
+	}
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	m, err := mmap.Map(f, mmap.RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Unmap() })
+	return m
 }
