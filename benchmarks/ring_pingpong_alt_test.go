@@ -12,11 +12,14 @@ import (
 	"unsafe"
 
 	"github.com/gofi-dev/fi/ring"
+	"github.com/gofi-dev/fi/shm"
 )
 
 // BenchmarkShmPingPongAlternated is BenchmarkShmPingPong's three variants
-// (flag, flag2, ring) against one peer process, alternated in batches of
-// altBatch round trips: flag, flag2, ring, flag, flag2, ring, ... On this
+// (flag, flag2, ring) and the ring at the capacity shm gives a pair's
+// rings first (ring4k: shm.DefaultMinRingSize, which small messages keep)
+// against one peer process, alternated in batches of altBatch round trips:
+// flag, flag2, ring, ring4k, flag, ... On this
 // 2-vCPU machine the two vCPUs move between placements (cache-line round
 // trips of about 66, 110 or 480 ns) within a run, and other processes take
 // the CPUs for milliseconds at a time; a batch lasts 0.1-1 ms, so the
@@ -25,10 +28,11 @@ import (
 // trips each, tens of milliseconds) often do not.
 //
 // b.N is the round trips per variant. Reported: ns/op, the median batch's
-// ring round trip; flag-ns and flag2-ns, the same for the flags; ring/flag
-// and ring/flag2, the medians over rounds of each round's ratio (the
-// figures to compare across placements); rt-ns, the placement before the
-// run.
+// ring round trip (64 KiB rings, as BenchmarkShmPingPong); flag-ns,
+// flag2-ns and ring4k-ns, the same for the others; ring/flag, ring/flag2,
+// ring4k/flag and ring4k/flag2, the medians over rounds of each round's
+// ratio (the figures to compare across placements); rt-ns, the placement
+// before the run.
 func BenchmarkShmPingPongAlternated(b *testing.B) {
 	rt := placementRT()
 	path, m := createShm(b, altSize)
@@ -36,7 +40,15 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	rb, err := ring.Init(m[altRingB:], ppRingCap)
+	rb, err := ring.Init(m[altRingB:altSmallA], ppRingCap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sa, err := ring.Init(m[altSmallA:altSmallB], altSmallCap)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb, err := ring.Init(m[altSmallB:], altSmallCap)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +61,7 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	a := newAltSide(m, ra, rb)
+	a := newAltSide(m, [altModes - altRing][2]*ring.Ring{{ra, rb}, {sa, sb}})
 	deadline := time.Now().Add(30 * time.Second)
 	rounds := (b.N + altBatch - 1) / altBatch
 	times := make([][altModes]float64, rounds)
@@ -85,41 +97,52 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altFlag2] }), "flag2-ns")
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing] / t[altFlag] }), "ring/flag")
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing] / t[altFlag2] }), "ring/flag2")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] }), "ring4k-ns")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] / t[altFlag] }), "ring4k/flag")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] / t[altFlag2] }), "ring4k/flag2")
 	b.ReportMetric(rt, "rt-ns")
 }
 
 const (
 	envAltPeerFile = "GOFI_BENCH_PINGPONG_ALT_FILE"
 
-	altFlag, altFlag2, altRing, altModes = 0, 1, 2, 3
+	altFlag, altFlag2, altRing, altRing4k, altModes = 0, 1, 2, 3, 4
+
+	altSmallCap = shm.DefaultMinRingSize
 
 	altBatch = 2000 // round trips per batch
 	altWarm  = 5000 // round trips per variant before timing (more than a lap of each ring)
 	altStop  = 1 << 32
 
 	// Layout: the control word, the flag, flag2's two words, each on its
-	// own line, then the two rings as in BenchmarkShmPingPong.
-	altCtrl  = 0
-	altFlagW = ring.LineSep
-	altF2Out = 2 * ring.LineSep
-	altF2In  = 3 * ring.LineSep
-	altRingA = 4 * ring.LineSep
-	altRingB = altRingA + ppRingCap*2
-	altSize  = altRingB + ppRingCap*2
+	// own line, then the two rings as in BenchmarkShmPingPong, then the
+	// two small rings (each region twice the capacity, as theirs).
+	altCtrl   = 0
+	altFlagW  = ring.LineSep
+	altF2Out  = 2 * ring.LineSep
+	altF2In   = 3 * ring.LineSep
+	altRingA  = 4 * ring.LineSep
+	altRingB  = altRingA + ppRingCap*2
+	altSmallA = altRingB + ppRingCap*2
+	altSmallB = altSmallA + altSmallCap*2
+	altSize   = altSmallB + altSmallCap*2
 )
+
+// Compile-time check: each small ring's region holds Size(altSmallCap).
+var _ [altSmallCap*2 - (ring.HeaderSize + altSmallCap)]byte
 
 // altSide is one side's state: the shared words, the rings and the
 // sequence numbers each variant has reached.
 type altSide struct {
 	ctrl, flag, f2out, f2in *atomic.Uint64
-	ra, rb                  *ring.Ring // initiator -> peer, peer -> initiator
+	rings                   [altModes - altRing][2]*ring.Ring // per ring variant: initiator -> peer, peer -> initiator
 	seq                     [altModes]uint64
 	buf                     []byte
 }
 
-func newAltSide(m []byte, ra, rb *ring.Ring) *altSide {
+func newAltSide(m []byte, rings [altModes - altRing][2]*ring.Ring) *altSide {
 	w := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&m[off])) }
-	return &altSide{ctrl: w(altCtrl), flag: w(altFlagW), f2out: w(altF2Out), f2in: w(altF2In), ra: ra, rb: rb, buf: make([]byte, 64)}
+	return &altSide{ctrl: w(altCtrl), flag: w(altFlagW), f2out: w(altF2Out), f2in: w(altF2In), rings: rings, buf: make([]byte, 64)}
 }
 
 // run makes n round trips of variant k as the initiator; false if the
@@ -153,15 +176,16 @@ func (a *altSide) run(k, n int, deadline time.Time) bool {
 				spinPause(idle)
 			}
 		}
-	case altRing:
+	default: // altRing, altRing4k
+		ra, rb := a.rings[k-altRing][0], a.rings[k-altRing][1]
 		var msg [8]byte
 		for range n {
 			s++
 			msg[0] = byte(s)
-			for a.ra.TryWrite(1, msg[:]) != nil {
+			for ra.TryWrite(1, msg[:]) != nil {
 			}
 			for idle := 0; ; {
-				_, _, err := a.rb.TryRead(a.buf)
+				_, _, err := rb.TryRead(a.buf)
 				if err == nil {
 					break
 				}
@@ -215,11 +239,12 @@ func (a *altSide) echo(k int, deadline time.Time) bool {
 			}
 			spinPause(idle)
 		}
-	default:
+	default: // altRing, altRing4k
+		ra, rb := a.rings[k-altRing][0], a.rings[k-altRing][1]
 		for idle := 0; ; {
-			typ, n, err := a.ra.TryRead(a.buf)
+			typ, n, err := ra.TryRead(a.buf)
 			if err == nil {
-				for a.rb.TryWrite(typ, a.buf[:n]) != nil {
+				for rb.TryWrite(typ, a.buf[:n]) != nil {
 				}
 				idle = 0
 				continue
@@ -246,11 +271,19 @@ func TestRingPingPongAltPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rb, err := ring.Attach(m[altRingB:])
+	rb, err := ring.Attach(m[altRingB:altSmallA])
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAltSide(m, ra, rb)
+	sa, err := ring.Attach(m[altSmallA:altSmallB])
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := ring.Attach(m[altSmallB:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAltSide(m, [altModes - altRing][2]*ring.Ring{{ra, rb}, {sa, sb}})
 	deadline := time.Now().Add(ppPeerMax)
 	for idle := 0; ; idle++ {
 		c := a.ctrl.Load()
