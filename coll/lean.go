@@ -60,7 +60,11 @@ func (g *Group) leanStart(o *opState) bool {
 	set := int(r.ph) & 1
 	storeRel(r.chk[set][r.me], o.check)
 	if nb > 0 {
-		copy(r.inline(r.me, set), o.Buf[:nb])
+		// The operand goes to my control line for the others and to
+		// r.own for my own fold (see arrived: this rank does not read
+		// its control line back).
+		copy(r.own[:nb], o.Buf[:nb])
+		copy(r.inline(r.me, set), r.own[:nb])
 	}
 	r.publish()
 	if !r.arrived() {
@@ -113,8 +117,8 @@ func (g *Group) leanDone(fresh bool) {
 	s.waiting = false
 	g.moved = true
 	set := int(r.ph) & 1
-	for _, w := range r.chk[set] {
-		if w.Load() != st.check {
+	for j, w := range r.chk[set] {
+		if j != r.me && w.Load() != st.check { // mine is st.check (see arrived)
 			r.wph.Store(0)           // not waiting
 			g.fail(engine.CodeInval) // ranks called different collectives
 			g.pokeLocal()            // the others may be asleep
@@ -124,9 +128,9 @@ func (g *Group) leanDone(fresh bool) {
 	if st.kind == shmAllreduce || (st.kind == shmReduce && r.me == st.root) {
 		nb := st.count * s.es
 		if g.kinl != nil {
-			g.kinl(st.out[:nb], r, set)
+			g.kinl(st.out[:nb], r.fin[set])
 		} else {
-			g.foldSlots(st.out[:nb], set, 0, nb)
+			g.foldSlotsOwn(st.out[:nb], set, 0, nb, r.own[:nb])
 		}
 	}
 	sleepers, ph := s.sleepers, r.ph

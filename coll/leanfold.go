@@ -12,8 +12,8 @@ import (
 // and MAX, so the same bits; without the kernels' per-call set-up, which
 // for the few elements an inline operation carries costs more than the
 // arithmetic. It exists for the pairs small allreduces use most
-// (inlineFoldOf).
-type inlineFold func(dst []byte, r *region, set int)
+// (inlineFoldOf). ps holds each local rank's operand (region.fin).
+type inlineFold func(dst []byte, ps []unsafe.Pointer)
 
 // inlineFoldOf returns the inline fold of (t, op), or nil (the kernel
 // folds then).
@@ -54,8 +54,7 @@ func foldOf[T foldNum](op dtype.Op) inlineFold {
 // at is the element of type T at byte offset off of p.
 func at[T foldNum](p unsafe.Pointer, off int) T { return *(*T)(unsafe.Add(p, off)) }
 
-func foldSum[T foldNum](dst []byte, r *region, set int) {
-	ps := r.inl[set&1]
+func foldSum[T foldNum](dst []byte, ps []unsafe.Pointer) {
 	sz := int(unsafe.Sizeof(T(0)))
 	for off := 0; off+sz <= len(dst) && off+sz <= inlineMax; off += sz {
 		acc := at[T](ps[0], off)
@@ -69,8 +68,7 @@ func foldSum[T foldNum](dst []byte, r *region, set int) {
 // foldMin and foldMax compare as the kernels do (x < y ? x : y for MIN,
 // x > y ? x : y for MAX, x the fold so far): for floats a NaN then
 // propagates from the right-hand side only, as there.
-func foldMin[T foldNum](dst []byte, r *region, set int) {
-	ps := r.inl[set&1]
+func foldMin[T foldNum](dst []byte, ps []unsafe.Pointer) {
 	sz := int(unsafe.Sizeof(T(0)))
 	for off := 0; off+sz <= len(dst) && off+sz <= inlineMax; off += sz {
 		acc := at[T](ps[0], off)
@@ -83,8 +81,7 @@ func foldMin[T foldNum](dst []byte, r *region, set int) {
 	}
 }
 
-func foldMax[T foldNum](dst []byte, r *region, set int) {
-	ps := r.inl[set&1]
+func foldMax[T foldNum](dst []byte, ps []unsafe.Pointer) {
 	sz := int(unsafe.Sizeof(T(0)))
 	for off := 0; off+sz <= len(dst) && off+sz <= inlineMax; off += sz {
 		acc := at[T](ps[0], off)

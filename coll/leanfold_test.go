@@ -64,7 +64,7 @@ func TestInlineFoldMatchesKernel(t *testing.T) {
 							}
 							got := make([]byte, nb+1) // one more: the fold writes nb bytes only
 							got[nb] = 0xa5
-							f(got[:nb], r, set)
+							f(got[:nb], r.inl[set])
 							if !bytes.Equal(got[:nb], want) || got[nb] != 0xa5 {
 								t.Fatalf("%v %v n=%d set=%d %d bytes:\n got %x\nwant %x", tp, op, n, set, nb, got[:nb], want)
 							}

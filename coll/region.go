@@ -132,6 +132,8 @@ type region struct {
 	arr   [2][]*atomic.Uint64 // per parity, per local rank: arrive words (index)
 	chk   [2][]*atomic.Uint64 // and check words
 	inl   [2][]unsafe.Pointer // and inline data (inlineMax bytes each)
+	fin   [2][]unsafe.Pointer // inl with my entry at own: what a lean fold reads
+	own   [inlineMax]byte     // my inline operand, kept in my own memory too
 	slp   []*atomic.Uint64    // per local rank: sleep words
 	wph   atomic.Uint64       // ph while waiting, 0 when idle: for the transport's wait condition (ready)
 	wslot int                 // its slot in the endpoint's watch, when there
@@ -203,10 +205,15 @@ func (r *region) index() {
 		r.arr[s] = make([]*atomic.Uint64, r.n)
 		r.chk[s] = make([]*atomic.Uint64, r.n)
 		r.inl[s] = make([]unsafe.Pointer, r.n)
+		r.fin[s] = make([]unsafe.Pointer, r.n)
 		for i := range r.n {
 			r.inl[s][i] = unsafe.Pointer(&r.mem[regionHdr+i*ctrlLine+s*64+inlineOff])
+			r.fin[s][i] = r.inl[s][i]
 			r.arr[s][i] = r.u64(regionHdr + i*ctrlLine + s*64)
 			r.chk[s][i] = r.u64(regionHdr + i*ctrlLine + s*64 + 8)
+		}
+		if r.me >= 0 && r.me < r.n {
+			r.fin[s][r.me] = unsafe.Pointer(&r.own[0])
 		}
 	}
 }
@@ -297,11 +304,15 @@ func (r *region) ready() bool {
 // idle reports whether the region's group waits in no phase (watchOff).
 func (r *region) idle() bool { return r.wph.Load() == 0 }
 
-// arrived reports whether every local rank has arrived at my phase.
+// arrived reports whether every local rank has arrived at my phase. It
+// is called once this rank published its own arrival, which it does not
+// load again: once another CPU has read this rank's control line, a load
+// of it may miss in this CPU's cache (measured: 130 ns when the CPUs are
+// far apart, on the path from the last arrival to the next operation).
 func (r *region) arrived() bool {
 	ws, ph := r.arr[r.ph&1], r.ph
 	for r.scan < len(ws) {
-		if ws[r.scan].Load() < ph {
+		if r.scan != r.me && ws[r.scan].Load() < ph {
 			return false
 		}
 		r.scan++

@@ -68,3 +68,41 @@ func TestSlotAboveDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestArrivedSkipsOwnWord: a rank asks whether the others arrived only
+// after publishing its own arrival, which it does not load back (a load
+// of its control line after another CPU read it may miss): its own
+// arrive word is not consulted, every other one is.
+func TestArrivedSkipsOwnWord(t *testing.T) {
+	r := &region{n: 3, me: 1, mem: make([]byte, regionHdr+ctrlBytes(3))}
+	r.index()
+	r.ph = 5
+	r.arriveWord(0, 5).Store(5)
+	r.arriveWord(2, 5).Store(4) // rank 2 still in the phase before
+	if r.arrived() {
+		t.Fatal("arrived with rank 2 missing")
+	}
+	r.arriveWord(2, 5).Store(5)
+	if !r.arrived() {
+		t.Fatal("not arrived: the own word (never written here) was consulted")
+	}
+}
+
+// TestLeanFoldReadsOwnCopy: a lean fold takes the others' operands from
+// their control lines and this rank's from its private copy (region.own),
+// in rank order.
+func TestLeanFoldReadsOwnCopy(t *testing.T) {
+	r := &region{n: 3, me: 1, mem: make([]byte, regionHdr+ctrlBytes(3))}
+	r.index()
+	for set := 0; set < 2; set++ {
+		for j := 0; j < 3; j++ {
+			binary.LittleEndian.PutUint64(r.inline(j, set), uint64(10+j))
+		}
+		binary.LittleEndian.PutUint64(r.own[:], 1000) // differs from the line's 11
+		got := make([]byte, 8)
+		foldSum[uint64](got, r.fin[set])
+		if v := binary.LittleEndian.Uint64(got); v != 10+1000+12 {
+			t.Fatalf("set %d: fold %d, want %d (rank 1's operand from own)", set, v, 10+1000+12)
+		}
+	}
+}
