@@ -88,6 +88,11 @@ type CQ struct {
 	// Busy-polling reads that keep finding nothing (see idleRead).
 	empties  uint32        // consecutive reads that returned nothing
 	idleFrom time.Duration // since idleEpoch: when the run of empty reads was seen long
+	lastNap  time.Duration // since idleEpoch: the last idle nap
+	yielded  bool          // this run of empty reads yielded or napped
+	// yieldNs is how long the last idle yield took, written after it
+	// outside the lock (atomic: a concurrent reader may hold the lock).
+	yieldNs atomic.Int64
 }
 
 // A busy-polling reader (Read in a loop, as fi_pingpong polls) that has
@@ -101,26 +106,105 @@ type CQ struct {
 // itself the call returns at once (under a microsecond), once per
 // idleCheck reads after the first idleYieldAfter of a wait: a reader
 // whose peer answers sooner never makes it.
-const idleCheck = 256
-
-var (
-	idleYieldAfter = 50 * time.Microsecond
-	idleEpoch      = time.Now()
-	idleYield      = osYield // tests count the calls
+//
+// How long the yield took says whether the CPU is shared. A yield of
+// crowdedYield or more ran another thread. Then:
+//
+//   - the reader naps once (a nanosleep of about the timer slack, 50 us),
+//     at most once per napGap: a thread that blocks is placed again when
+//     it wakes, on an idle CPU if there is one (the kernel's wake-up
+//     placement looks for one beside the busy previous CPU), which a
+//     yield never does. Two processes of a ping-pong that a wake-up put
+//     on one vCPU stay there until the load balancer parts them, and on
+//     a busy host that may be never: perftest pingpong -S 8 -I 10000
+//     started on one CPU and allowed both after 0.3 s (load 6) stayed
+//     together for the whole run, 145 us per round trip.
+//   - a yield that took at most sharedYieldMax (the peer's turn, not
+//     another program's time slice) makes the next waits yield early:
+//     after sharedYieldAfter, checked every sharedCheck reads, so that
+//     two processes on one CPU hand it over to each other in
+//     microseconds rather than after idleYieldAfter each. A yield that
+//     returns at once ends that, and so does a wait that ended without a
+//     yield (the peer answered while we spun: it runs elsewhere).
+const (
+	idleCheck   = 256
+	sharedCheck = 16
 )
 
+var (
+	idleYieldAfter   = 50 * time.Microsecond
+	sharedYieldAfter = 10 * time.Microsecond
+	crowdedYield     = 3 * time.Microsecond
+	sharedYieldMax   = 500 * time.Microsecond
+	napGap           = 10 * time.Millisecond
+	idleEpoch        = time.Now()
+	idleYield        = timedYield // tests count the calls and say how long they took
+	idleNap          = osNap
+)
+
+// idleAct is what a reader does after an empty read, outside the lock.
+type idleAct uint8
+
+const (
+	idleSpin idleAct = iota
+	idleDoYield
+	idleDoNap
+)
+
+// timedYield yields the CPU and returns how long that took.
+func timedYield() time.Duration {
+	t := time.Since(idleEpoch)
+	osYield()
+	return time.Since(idleEpoch) - t
+}
+
 // idleRead notes a read that found nothing, with the lock held, and says
-// whether the caller should yield once it has unlocked.
-func (cq *CQ) idleRead() bool {
-	if cq.empties++; cq.empties%idleCheck != 0 {
-		return false
+// what the caller should do once it has unlocked.
+func (cq *CQ) idleRead() idleAct {
+	check, after := uint32(idleCheck), idleYieldAfter
+	y := time.Duration(cq.yieldNs.Load())
+	if y >= crowdedYield && y <= sharedYieldMax {
+		check, after = sharedCheck, sharedYieldAfter
+	}
+	if cq.empties++; cq.empties%check != 0 {
+		return idleSpin
 	}
 	now := time.Since(idleEpoch)
-	if cq.empties == idleCheck {
+	if cq.empties == check {
 		cq.idleFrom = now
-		return false
+		return idleSpin
 	}
-	return now-cq.idleFrom >= idleYieldAfter
+	if now-cq.idleFrom < after {
+		return idleSpin
+	}
+	cq.yielded = true
+	if y >= crowdedYield && (cq.lastNap == 0 || now-cq.lastNap >= napGap) {
+		cq.lastNap = now
+		return idleDoNap
+	}
+	return idleDoYield
+}
+
+// endIdle ends a run of empty reads, with the lock held. A wait that
+// ended without a yield says the peer runs beside us: the early yields
+// stop (on a CPU shared with the peer every wait needs one).
+func (cq *CQ) endIdle() {
+	cq.empties = 0
+	if cq.yielded {
+		cq.yielded = false
+	} else if cq.yieldNs.Load() != 0 {
+		cq.yieldNs.Store(0)
+	}
+}
+
+// idle does what idleRead said, without the lock.
+func (cq *CQ) idle(a idleAct) {
+	switch a {
+	case idleDoYield:
+		cq.yieldNs.Store(int64(idleYield()))
+	case idleDoNap:
+		idleNap()
+	}
 }
 
 // Serial is a domain's serialisation: a mutex taken by every call on the
@@ -370,21 +454,21 @@ func (cq *CQ) EndRead(n int) (int, Code) {
 		cq.refill()
 	}
 	var c Code
-	yield := false
+	act := idleSpin
 	if n == 0 {
 		if cq.head == cq.tail {
 			c = CodeAgain
-			yield = cq.idleRead()
+			act = cq.idleRead()
 		} else if cq.ring[cq.head&cq.mask].Err != 0 {
 			c = CodeAvail
 		}
 	}
 	if c != CodeAgain && cq.empties != 0 {
-		cq.empties = 0
+		cq.endIdle()
 	}
 	cq.unlock()
-	if yield {
-		idleYield()
+	if act != idleSpin {
+		cq.idle(act)
 	}
 	return n, c
 }

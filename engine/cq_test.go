@@ -373,8 +373,8 @@ func TestCQ_YieldSreadNeverSleeps(t *testing.T) {
 // something never yield.
 func TestCQ_IdleReadsYield(t *testing.T) {
 	yields := 0
-	defer func(d time.Duration, f func()) { idleYieldAfter, idleYield = d, f }(idleYieldAfter, idleYield)
-	idleYieldAfter, idleYield = 0, func() { yields++ }
+	defer func(d time.Duration, f func() time.Duration) { idleYieldAfter, idleYield = d, f }(idleYieldAfter, idleYield)
+	idleYieldAfter, idleYield = 0, func() time.Duration { yields++; return 0 }
 	cq := NewCQ(4, nil)
 	read := func() int {
 		cq.BeginRead()
@@ -419,5 +419,110 @@ func TestCQ_IdleReadsYield(t *testing.T) {
 	}
 	if yields != 1 {
 		t.Fatalf("%d yields while completions came", yields)
+	}
+}
+
+// A yield that took long ran another thread on the reader's CPU: the next
+// yield point naps once (at most once per napGap) so that the kernel may
+// place the reader on an idle CPU when it wakes, and while yields take
+// the peer's turn (crowdedYield..sharedYieldMax) the reader yields after
+// sharedYieldAfter, checked every sharedCheck reads, instead of
+// idleYieldAfter every idleCheck. A yield that returns at once, or one
+// that took a whole time slice, ends the early yields.
+func TestCQ_SharedCPUYieldsEarlyAndNaps(t *testing.T) {
+	defer func(a, s, g time.Duration, y func() time.Duration, n func()) {
+		idleYieldAfter, sharedYieldAfter, napGap, idleYield, idleNap = a, s, g, y, n
+	}(idleYieldAfter, sharedYieldAfter, napGap, idleYield, idleNap)
+	yields, naps := 0, 0
+	took := time.Duration(0)
+	idleYield = func() time.Duration { yields++; return took }
+	idleNap = func() { naps++ }
+	idleYieldAfter, sharedYieldAfter, napGap = 0, 0, time.Hour
+	cq := NewCQ(4, nil)
+	empty := func(n int) {
+		for range n {
+			cq.BeginRead()
+			if _, c := cq.EndRead(0); c != CodeAgain {
+				t.Fatalf("empty read: %v", c)
+			}
+		}
+	}
+	// The first yield (after 2*idleCheck reads) takes the peer's turn.
+	took = 100 * time.Microsecond
+	empty(2 * idleCheck)
+	if yields != 1 || naps != 0 {
+		t.Fatalf("after %d empty reads: %d yields, %d naps; want 1, 0", 2*idleCheck, yields, naps)
+	}
+	// From now on only the shared CPU makes anyone yield.
+	idleYieldAfter = time.Hour
+	empty(sharedCheck)
+	if yields != 1 || naps != 1 {
+		t.Fatalf("next %d reads after a long yield: %d yields, %d naps; want 1, 1 (a nap)", sharedCheck, yields, naps)
+	}
+	empty(4 * sharedCheck)
+	if yields != 5 || naps != 1 {
+		t.Fatalf("next %d reads: %d yields, %d naps; want 5, 1 (a yield every %d reads, no second nap within napGap)", 4*sharedCheck, yields, naps, sharedCheck)
+	}
+	// A yield that returns at once: the CPU is ours again.
+	took = 0
+	empty(sharedCheck)
+	empty(4 * idleCheck)
+	if yields != 6 || naps != 1 {
+		t.Fatalf("after a short yield: %d yields, %d naps; want 6, 1", yields, naps)
+	}
+	// A yield that took a whole slice of another program's: a nap (once
+	// napGap has passed), but no early yields.
+	took = 10 * sharedYieldMax
+	idleYieldAfter = 0
+	empty(idleCheck) // the yield that took the slice
+	if yields != 7 || naps != 1 {
+		t.Fatalf("%d yields, %d naps; want 7, 1", yields, naps)
+	}
+	cq.lastNap = 0 // napGap has passed
+	empty(4 * sharedCheck)
+	if yields != 7 || naps != 1 {
+		t.Fatalf("%d reads after a slice-long yield: %d yields, %d naps; want 7, 1 (no early yield)", 4*sharedCheck, yields, naps)
+	}
+	empty(idleCheck - 4*sharedCheck)
+	if yields != 7 || naps != 2 {
+		t.Fatalf("at the next yield point: %d yields, %d naps; want 7, 2 (a nap)", yields, naps)
+	}
+	empty(idleCheck)
+	if yields != 8 || naps != 2 {
+		t.Fatalf("at the one after: %d yields, %d naps; want 8, 2 (no second nap within napGap)", yields, naps)
+	}
+	// Back in shared mode (a yield that took the peer's turn), a wait that
+	// yielded keeps it, and one that ended without a yield ends it.
+	took = 100 * time.Microsecond
+	cq.lastNap = 0
+	idleYieldAfter = 0
+	got := func() {
+		cq.Push(&Entry{Context: 1})
+		cq.BeginRead()
+		if cq.Next() == nil {
+			t.Fatal("no completion")
+		}
+		cq.Pop()
+		cq.EndRead(1)
+	}
+	got()
+	// From the run's start: the clock at idleCheck, a nap at 2*idleCheck
+	// (napGap passed), a yield that takes the peer's turn at 3*idleCheck.
+	empty(3 * idleCheck)
+	if yields != 9 || naps != 3 {
+		t.Fatalf("re-entering: %d yields, %d naps; want 9, 3", yields, naps)
+	}
+	idleYieldAfter = time.Hour
+	got() // ends the run that yielded
+	empty(2 * sharedCheck)
+	if yields != 10 {
+		t.Fatalf("%d yields, want 10 (a completion after a yield keeps the early yields)", yields)
+	}
+	got()
+	empty(sharedCheck - 1)
+	got() // a wait that needed no yield
+	empty(4 * sharedCheck)
+	if yields != 10 || naps != 3 {
+		t.Fatalf("after a wait without a yield: %d yields, %d naps; want 10, 3 (no early yields)", yields, naps)
 	}
 }

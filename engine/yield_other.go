@@ -2,7 +2,13 @@
 
 package engine
 
-import "runtime"
+import (
+	"runtime"
+	"time"
+)
 
 // osYield yields to other goroutines where sched_yield is not at hand.
 func osYield() { runtime.Gosched() }
+
+// osNap blocks briefly where nanosleep is not called directly.
+func osNap() { time.Sleep(time.Microsecond) }
