@@ -107,17 +107,17 @@ func (r *Ring) Corrupt() bool {
 // released enough space, ErrTooLarge when n > MaxPayload (never fits), and
 // ErrCorrupt when the shared head cannot be right.
 func (r *Ring) Reserve(n int) ([]byte, error) {
-	// Fast path (the slow one is a separate function, to keep this one
-	// short): the record fits before the end of the data area, and it and
-	// the empty word after it fit within the cached head.
+	// Fast path (the slow one is a separate function, called last, to keep
+	// this one short): the record fits before the end of the data area,
+	// and it and the empty word after it fit within the cached head.
 	pos := r.p.tail
 	off := pos & r.mask
 	need := RecordHeader + align8(uint64(n))
-	if uint(n) <= uint(r.maxPayload) && need <= r.capacity-off && pos+need+RecordHeader-r.p.head <= r.capacity && !r.corrupt.Load() {
-		r.p.resv = n
-		return unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), nil
+	if uint(n) > uint(r.maxPayload) || need > r.capacity-off || pos+need+RecordHeader-r.p.head > r.capacity || r.corrupt.Load() {
+		return r.reserveSlow(n)
 	}
-	return r.reserveSlow(n)
+	r.p.resv = n
+	return unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), nil
 }
 
 func (r *Ring) reserveSlow(n int) ([]byte, error) {
@@ -236,34 +236,41 @@ func (r *Ring) storeHint() {
 // never blocks and never allocates.
 func (r *Ring) TryWrite(typ uint16, p []byte) error {
 	// Fast path: Reserve, Commit and Publish in one, for a record that
-	// fits before the end of the data area and within the cached head.
+	// fits before the end of the data area and within the cached head,
+	// with nothing committed before it waiting. Everything else is
+	// tryWriteSlow, called last so that no value here lives across a call
+	// but the copy's (none at 8 bytes, a word move).
 	n := uint64(len(p))
 	pos := r.p.tail
 	off := pos & r.mask
 	size := RecordHeader + align8(n)
-	if n <= uint64(r.maxPayload) && size <= r.capacity-off && pos+size+RecordHeader-r.p.head <= r.capacity && !r.corrupt.Load() {
-		Copy(unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), p)
-		r.putHdr((pos+size)&r.mask, 0)
-		w := header(n, typ, kindData)
-		if pos != r.p.pub { // committed records wait: this one goes behind them
-			r.putHdr(off, w)
-			off, w = r.p.pub&r.mask, r.p.first
-		}
-		r.hdr(off).Store(w)
-		pos += size
-		r.p.tail, r.p.pub, r.p.resv = pos, pos, -1
-		r.storeHint()
-		return nil
+	if n > uint64(r.maxPayload) || size > r.capacity-off || pos+size+RecordHeader-r.p.head > r.capacity || pos != r.p.pub || r.corrupt.Load() {
+		return r.tryWriteSlow(typ, p)
 	}
-	buf, err := r.reserveSlow(len(p))
+	dst := unsafe.Add(r.base, off+RecordHeader)
+	if n == 8 {
+		*(*[8]byte)(dst) = *(*[8]byte)(p) // the word move Copy makes, without its checks
+	} else {
+		copyAny(unsafe.Slice((*byte)(dst), n), p)
+	}
+	pos += size
+	r.putHdr(pos&r.mask, 0)
+	r.hdr(off).Store(header(n, typ, kindData))
+	r.p.tail, r.p.pub, r.p.resv = pos, pos, -1
+	r.storeHint()
+	return nil
+}
+
+// tryWriteSlow is TryWrite where the fast path does not apply: a record
+// that wraps, a cached head that says full, records committed and not yet
+// published, or a corrupt ring.
+func (r *Ring) tryWriteSlow(typ uint16, p []byte) error {
+	buf, err := r.Reserve(len(p))
 	if err != nil {
 		return err
 	}
 	Copy(buf, p)
-	r.put(size, header(n, typ, kindData))
-	r.p.resv = -1
-	r.Publish()
-	return nil
+	return r.CommitPublish(typ, len(p))
 }
 
 // Free returns the bytes the producer can still commit, as of its last
@@ -288,21 +295,26 @@ func (r *Ring) Free() int {
 // consumer that stops at ErrEmpty never starves the producer, then returns
 // ErrEmpty. A record header that cannot be right returns ErrCorrupt.
 func (r *Ring) Peek() (typ uint16, payload []byte, err error) {
-	// Fast path (the slow one is a separate function, to keep this one
-	// short): one load of the header word at the read position finds a
-	// published data record whose length fits.
+	// Fast path (the slow one is a separate function, called last, to keep
+	// this one short): one load of the header word at the read position
+	// finds nothing (the polling case, first and short) or a published data
+	// record whose length fits.
 	off := r.c.head & r.mask
 	w := r.hdr(off).Load()
-	n := w & 0xffff_ffff
-	if w>>48 == kindData && n <= uint64(r.maxPayload) && RecordHeader+align8(n) <= r.capacity-off && !r.corrupt.Load() {
-		r.c.peek = RecordHeader + align8(n)
-		return uint16(w >> 32), unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), nil
-	}
-	if w == 0 && !r.corrupt.Load() { // the polling case, kept short
+	if w == 0 {
+		if r.corrupt.Load() {
+			return 0, nil, ErrCorrupt
+		}
 		r.Release()
 		return 0, nil, ErrEmpty
 	}
-	return r.peekSlow()
+	n := w & 0xffff_ffff
+	size := RecordHeader + align8(n)
+	if w>>48 != kindData || n > uint64(r.maxPayload) || size > r.capacity-off || r.corrupt.Load() {
+		return r.peekSlow()
+	}
+	r.c.peek = size
+	return uint16(w >> 32), unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), n), nil
 }
 
 func (r *Ring) peekSlow() (typ uint16, payload []byte, err error) {
@@ -365,25 +377,36 @@ func (r *Ring) Release() {
 // Empty) therefore never holds back the producer.
 func (r *Ring) TryRead(dst []byte) (typ uint16, n int, err error) {
 	// Fast path: Peek and Consume in one, for a data record that fits dst.
+	// The polling case (a zero header) comes first and stays short;
+	// everything else is tryReadSlow, called last so that no value here
+	// lives across a call but the copy's (none at 8 bytes, a word move).
 	h := r.c.head
 	off := h & r.mask
 	w := r.hdr(off).Load()
-	ln := w & 0xffff_ffff
-	size := RecordHeader + align8(ln)
-	if w>>48 == kindData && ln <= uint64(len(dst)) && ln <= uint64(r.maxPayload) && size <= r.capacity-off && !r.corrupt.Load() {
-		Copy(dst[:ln], unsafe.Slice((*byte)(unsafe.Add(r.base, off+RecordHeader)), ln))
-		h += size
-		r.c.head, r.c.peek = h, 0
-		if h-r.c.pub >= r.capacity/4 {
-			r.Release()
+	if w == 0 {
+		if r.corrupt.Load() {
+			return 0, 0, ErrCorrupt
 		}
-		return uint16(w >> 32), int(ln), nil
-	}
-	if w == 0 && !r.corrupt.Load() { // the polling case, kept short
 		r.Release()
 		return 0, 0, ErrEmpty
 	}
-	return r.tryReadSlow(dst)
+	ln := w & 0xffff_ffff
+	size := RecordHeader + align8(ln)
+	if w>>48 != kindData || ln > uint64(len(dst)) || ln > uint64(r.maxPayload) || size > r.capacity-off || r.corrupt.Load() {
+		return r.tryReadSlow(dst)
+	}
+	src := unsafe.Add(r.base, off+RecordHeader)
+	if ln == 8 {
+		*(*[8]byte)(dst) = *(*[8]byte)(src) // the word move Copy makes, without its checks
+	} else {
+		copyAny(dst[:ln], unsafe.Slice((*byte)(src), ln))
+	}
+	h += size
+	r.c.head, r.c.peek = h, 0
+	if h-r.c.pub >= r.capacity/4 {
+		r.Release()
+	}
+	return uint16(w >> 32), int(ln), nil
 }
 
 func (r *Ring) tryReadSlow(dst []byte) (typ uint16, n int, err error) {
