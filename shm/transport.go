@@ -898,12 +898,53 @@ func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]
 // putEager fills the reserved record b (size bytes) with hdr and iov,
 // publishes it and kicks the peer.
 func (t *Transport) putEager(p *peer, b []byte, hdr *transport.Header, iov [][]byte, size int) {
-	off := putEagerHdr(b, hdr)
-	for _, v := range iov {
-		off += ring.Copy(b[off:], v)
-	}
+	fillEager(b[:size], hdr, iov, headLine(b))
 	_ = p.out.CommitPublish(recEager, size)
 	t.kick(p)
+}
+
+// headLine returns how many bytes of the reserved payload b share the
+// cache line of the ring's header word, just before b: the word the
+// consumer polls.
+func headLine(b []byte) int {
+	a := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	h := a - ring.RecordHeader
+	return int(h&^uintptr(lineSize-1) + lineSize - a)
+}
+
+// lineSize is the CPU's cache line.
+var lineSize = uintptr(ring.CacheLine())
+
+// fillEager writes hdr and the payload in iov into the eager record b,
+// whose first head bytes share the polled header word's line. A record
+// that ends on that line is written in order. A longer one is written
+// from that line's end on first and that line last, just before the
+// publishing store: the waiting consumer reads the line over and over,
+// and every write to it after one of those reads must take it back from
+// the consumer's core. Written first, the line was taken back once more
+// for the publish, after the whole payload: one more cross-core transfer
+// on the message's path (about 0.2-0.45 us with the two vCPUs in
+// different core complexes). The consumer reads the record after the
+// publish either way.
+func fillEager(b []byte, hdr *transport.Header, iov [][]byte, head int) {
+	hl := eagerHdrMin
+	if hdr.Data != 0 {
+		hl = eagerHdrMax
+	}
+	switch {
+	case len(b) <= head:
+		off := putEagerHdr(b, hdr)
+		for _, v := range iov {
+			off += ring.Copy(b[off:], v)
+		}
+	case head <= hl:
+		gather(b[hl:], iov, 0)
+		putEagerHdr(b, hdr)
+	default:
+		gather(b[head:], iov, head-hl)
+		putEagerHdr(b, hdr)
+		gather(b[hl:head], iov, 0)
+	}
 }
 
 // sendBounce sends a payload of at most MaxEager bytes that the ring cannot
