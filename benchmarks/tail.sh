@@ -32,11 +32,23 @@
 # page faults. perftest's busy-polled shm runs use one P and yield every
 # 2 ms (cmd/perftest/spinsched.go); GOMAXPROCS=2 benchmarks/tail.sh shows
 # the runtime's default beside it.
+#
+# RT=50 runs the three under chrt -f 50 (SCHED_FIFO, needs root or
+# CAP_SYS_NICE): no process of normal priority, nor the Go runtime's
+# sysmon (real-time too, it waits until a spinner sleeps), takes their
+# CPUs then, but for the 5% the kernel's real-time throttling leaves
+# others each second: on a host loaded by others, the tail a quiet one
+# would show. A measuring tool: while they run, the machine's other
+# tasks, its kernel threads included, wait.
 set -eu
 ROUNDS=${ROUNDS:-3}
 ITERS=${ITERS:-200000}
 SIZES=${SIZES:-8,4k,64k}
 PROV=${PROV:-shm}
+rt=()
+if [ -n "${RT:-}" ]; then
+	rt=(chrt -f "$RT")
+fi
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -73,7 +85,6 @@ static void pin(int cpu) {
 
 static void *echo(void *arg) {
 	(void)arg;
-	pin(cpu_b);
 	uint64_t last = 0;
 	for (;;) {
 		uint64_t v = atomic_load_explicit(&flag, memory_order_acquire);
@@ -107,8 +118,18 @@ int main(int argc, char **argv) {
 	long n = atol(argv[3]);
 	uint64_t *lat = malloc(sizeof *lat * (size_t)n);
 	pthread_t th;
+	pthread_attr_t at;
+	cpu_set_t s;
 	pin(cpu_a);
-	pthread_create(&th, NULL, echo, NULL);
+	/* the echo thread starts on its own CPU: under a real-time policy
+	 * (RT) it could not leave cpu_a, where this thread spins */
+	CPU_ZERO(&s);
+	CPU_SET(cpu_b, &s);
+	pthread_attr_init(&at);
+	if (pthread_attr_setaffinity_np(&at, sizeof s, &s) || pthread_create(&th, &at, echo, NULL)) {
+		perror("pthread_create");
+		return 1;
+	}
 	uint64_t seq = 0;
 	for (long i = -1000; i < n; i++) {
 		uint64_t t0 = now();
@@ -165,17 +186,17 @@ a=${CPUS%,*}
 b=${CPUS#*,}
 for r in $(seq 1 "$ROUNDS"); do
 	echo
-	echo "## round $r/$ROUNDS, load $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "## round $r/$ROUNDS, load $(cut -d' ' -f1-3 /proc/loadavg)${RT:+, under chrt -f $RT}"
 	"$tmp/perftest" place -cpus "$CPUS" | sed 's/^/  /'
 	echo "  half round trip, usec:       p50      p99    p99.9      max   stalls/s"
 	rm -f "$tmp/flagdump"
-	counted "$tmp/flag" "$a" "$b" "$ITERS" "$tmp/flagdump" | awk '{ printf "  C flag (%s, pinned)     %8.3f %8.3f %8.3f %8.1f %8.0f\n", "'"$CPUS"'", $1/1e3, $2/1e3, $3/1e3, $4/1e3, $5 }'
+	counted "${rt[@]}" "$tmp/flag" "$a" "$b" "$ITERS" "$tmp/flagdump" | awk '{ printf "  C flag (%s, pinned)     %8.3f %8.3f %8.3f %8.1f %8.0f\n", "'"$CPUS"'", $1/1e3, $2/1e3, $3/1e3, $4/1e3, $5 }'
 	counts
-	"$tmp/perftest" place -cpus "$CPUS" -tail "$ITERS" -json |
+	"${rt[@]}" "$tmp/perftest" place -cpus "$CPUS" -tail "$ITERS" -json |
 		awk -F'[:,]' '/p50_ns/ { p50 = $2 } /p99_ns/ { p99 = $2 } /p99_9_ns/ { p999 = $2 } /max_ns/ { mx = $2 }
 			END { printf "  Go flag (pinned)          %8.3f %8.3f %8.3f %8.1f\n", p50/1e3, p99/1e3, p999/1e3, mx/1e3 }'
 	rm -f "$tmp/dump"
-	counted "$tmp/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$tmp/dump" 2>/dev/null |
+	counted "${rt[@]}" "$tmp/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$tmp/dump" 2>/dev/null |
 		awk '/^#/ { print "  " $0; next } /^bytes/ { next } { printf "  gofi %s %-6s             %8.3f %8.3f %8.3f   (mean %s)\n", "'"$PROV"'", $1, $3, $5, $6, $7 }'
 	# stalls per second of each size's timed loop, from -dump (size, start ns, half ns)
 	[ -s "$tmp/dump" ] && awk '!/^#/ { if (!($1 in first)) { first[$1] = $2; order[++n] = $1 } last[$1] = $2 + 2 * $3; if ($3 > 5000) st[$1]++ }
