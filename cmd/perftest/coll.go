@@ -20,8 +20,10 @@ package main
 // torchrun's variables) the launcher's ranks; otherwise perftest starts
 // -n ranks itself, re-executing its binary with torchrun's variables
 // (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and a private job key,
-// and binds each of at most 2 ranks to a CPU of its own (-bind), as Open
-// MPI's mpirun does. Only rank 0 prints.
+// and binds each rank to one CPU, rank r to the r-th allowed CPU modulo
+// their number (-bind; Open MPI's mpirun binds so with --bind-to
+// core:overload-allowed, which benchmarks/coll.sh gives it). Only rank 0
+// prints.
 //
 // Spinning over shm (the default with no more ranks than CPUs), each rank
 // runs its calls with one P and a yield every 2 ms of spinning (see
@@ -80,14 +82,14 @@ type collOpts struct {
 	wait    string // spin, yield or sread
 	check   bool
 	dump    string // -dump: every rank's timed calls into dump.RANK
-	bind    string // core or none
+	bind    string // spread, core or none
 	settle  time.Duration
 	cpus    []int // rank 0 of a self-spawned job: the CPUs the job may use (the placement probe's)
 	common  *commonOpts
 }
 
 // collCPUEnv tells a rank perftest coll started itself which CPU to bind
-// to (-bind core).
+// to (-bind spread or core).
 const collCPUEnv = "GOFI_PERFTEST_COLL_CPU"
 
 // collRank is one rank's figures, per collective and size, as it reports
@@ -150,7 +152,7 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.wait, "wait", "", "how to wait for completions: spin (CQ.Read), sread (CQ.Sread) or yield (CQ.Sread on a CQ opened with WaitYield: sched_yield between polls) (default spin; with more ranks than CPUs yield, or sread when the rank leads its own session, as under Hydra)")
 	fs.BoolVar(&o.check, "check", true, "check one result of every collective and size")
 	fs.DurationVar(&o.settle, "settle", settleFor, "poll, calling barriers, this `long` before the first timed call (see settle in coll.go)")
-	fs.StringVar(&o.bind, "bind", "", "core: bind each rank perftest starts to one CPU of its own (rank r to the r-th allowed CPU), as Open MPI's mpirun does with at most 2 ranks; none: leave them unbound (default core when perftest starts the ranks and there are at most 2 of them, else none; under a launcher the launcher binds)")
+	fs.StringVar(&o.bind, "bind", "spread", "spread: bind each rank perftest starts to one CPU, rank r to allowed CPU r modulo their number (as mpirun --bind-to core:overload-allowed); core: the same, but every rank on a CPU of its own (refused with more ranks than CPUs); none: leave them unbound (under a launcher the launcher binds)")
 	fs.StringVar(&o.dump, "dump", "", "write every rank's timed calls to `prefix`.RANK: collective, size, start on CLOCK_MONOTONIC (ns) and the call's time (ns), in the order they ran, to find the slow calls behind an average above the median")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
@@ -195,8 +197,8 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 	if o.ranks < 1 || o.ranks > 1024 {
 		return usageErr(stderr, "coll", fmt.Errorf("-n %d: want 1 to 1024", o.ranks))
 	}
-	if o.bind != "" && o.bind != "core" && o.bind != "none" {
-		return usageErr(stderr, "coll", fmt.Errorf("-bind %q: want core or none", o.bind))
+	if o.bind != "spread" && o.bind != "core" && o.bind != "none" {
+		return usageErr(stderr, "coll", fmt.Errorf("-bind %q: want spread, core or none", o.bind))
 	}
 
 	launched := false
@@ -226,23 +228,17 @@ func runColl(args []string, stdout, stderr io.Writer) int {
 			os.Setenv(k, v)
 		}
 		os.Setenv("RANK", "0")
-		// Binding, as Open MPI's mpirun binds by default (to a core with
-		// at most 2 ranks, else to the socket: every CPU here): two
-		// unbound spinning ranks on a host with other work get stacked
-		// on one CPU by the load balancer now and then, and every call
-		// then waits for a time slice.
+		// Binding (bindCPUs): two unbound spinning ranks on a host with
+		// other work get stacked on one CPU by the load balancer now
+		// and then, and every call then waits for a time slice; with
+		// more ranks than CPUs, unbound ranks end up unevenly spread.
 		cpus, _ := placement.Allowed()
 		o.cpus = cpus
-		bind := o.bind == "core" || (o.bind == "" && o.ranks <= 2)
-		if bind && o.ranks > len(cpus) {
-			if o.bind == "core" {
-				return usageErr(stderr, "coll", fmt.Errorf("-bind core: %d ranks, %d CPUs", o.ranks, len(cpus)))
-			}
-			bind = false
+		binds, err := bindCPUs(o.bind, o.ranks, cpus)
+		if err != nil {
+			return usageErr(stderr, "coll", err)
 		}
-		var binds []int
-		if bind {
-			binds = cpus[:o.ranks]
+		if binds != nil {
 			os.Setenv(collCPUEnv, strconv.Itoa(binds[0]))
 			defer os.Unsetenv(collCPUEnv)
 		}
@@ -841,6 +837,33 @@ func collRun(job *launch.Job, o *collOpts) (*collRank, error) {
 		return nil, err
 	}
 	return mine, nil
+}
+
+// bindCPUs returns the CPU each of ranks self-spawned ranks binds to
+// (nil: none) under -bind mode, from the CPUs the job may use. spread
+// (the default) binds rank r to cpus[r % len(cpus)]: with more ranks
+// than CPUs each CPU then runs the same number of ranks and a barrier
+// costs each CPU one switch between its ranks, where unbound ranks are
+// spread unevenly by the load balancer now and then (4 ranks on 2 CPUs,
+// 5 alternated rounds at load 5.6-7.9, p50 us: barrier 8.47 unbound,
+// 5.41 spread; 8 B allreduce 8.66-11.49 / 5.32-6.16; 8 ranks, 3 rounds
+// at load 7-13: barrier 27.3-27.7 / 12.1-12.6; 16 MiB allreduce at 4
+// ranks, 3 rounds: 11.3-15.1 / 6.6-9.7 ms). Open MPI's mpirun binds so
+// with --bind-to core:overload-allowed (its default with more than 2
+// ranks binds to the socket, every CPU here; binding helped it as much:
+// barrier 9.45 / 6.61 at 4 ranks).
+func bindCPUs(mode string, ranks int, cpus []int) ([]int, error) {
+	if mode == "none" || len(cpus) == 0 {
+		return nil, nil
+	}
+	if mode == "core" && ranks > len(cpus) {
+		return nil, fmt.Errorf("-bind core: %d ranks, %d CPUs", ranks, len(cpus))
+	}
+	b := make([]int, ranks)
+	for r := range b {
+		b[r] = cpus[r%len(cpus)]
+	}
+	return b, nil
 }
 
 // settleFor is how long every rank polls, calling barriers, before the

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -103,7 +104,7 @@ func TestColl_HydraTwoHosts(t *testing.T) {
 
 // TestColl_DumpAndBind: -dump writes every rank's timed calls, in order,
 // to prefix.RANK; two self-spawned ranks are bound to a CPU each (as Open
-// MPI's mpirun binds two ranks), unless -bind none.
+// MPI's mpirun binds two ranks), unless -bind none (bindCPUs).
 func TestColl_DumpAndBind(t *testing.T) {
 	bin := buildPerftest(t)
 	prefix := filepath.Join(t.TempDir(), "calls")
@@ -162,5 +163,32 @@ func TestParseRange(t *testing.T) {
 	}
 	if _, err := parseRange("64:4"); err == nil {
 		t.Errorf("64:4 accepted")
+	}
+}
+
+// TestBindCPUs: self-spawned ranks are bound round-robin over the allowed
+// CPUs by default (spread), one CPU each with core (refused with more
+// ranks than CPUs), not at all with none.
+func TestBindCPUs(t *testing.T) {
+	cpus := []int{3, 5}
+	for _, c := range []struct {
+		mode  string
+		ranks int
+		want  []int
+		fail  bool
+	}{
+		{"spread", 2, []int{3, 5}, false},
+		{"spread", 5, []int{3, 5, 3, 5, 3}, false},
+		{"core", 2, []int{3, 5}, false},
+		{"core", 3, nil, true},
+		{"none", 4, nil, false},
+	} {
+		got, err := bindCPUs(c.mode, c.ranks, cpus)
+		if (err != nil) != c.fail || !slices.Equal(got, c.want) {
+			t.Errorf("bindCPUs(%s, %d, %v) = %v, %v; want %v (error %v)", c.mode, c.ranks, cpus, got, err, c.want, c.fail)
+		}
+	}
+	if got, err := bindCPUs("spread", 4, nil); got != nil || err != nil {
+		t.Errorf("no CPUs known: %v, %v", got, err)
 	}
 }
