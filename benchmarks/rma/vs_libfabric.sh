@@ -8,6 +8,7 @@
 #   benchmarks/rma/vs_libfabric.sh                      # shm and tcp, 5 rounds
 #   ROUNDS=9 PROVS=shm SIZES=8,1048576 benchmarks/rma/vs_libfabric.sh
 #   MEM=alloc benchmarks/rma/vs_libfabric.sh            # gofi target memory from AllocMR
+#   BIND=1 benchmarks/rma/vs_libfabric.sh               # initiator on CPU 0, target on CPU 1
 #
 # Two gofi rows: "gofi", whose target makes no gofi call (shm: the
 # initiator copies with process_vm_writev/readv, or into AllocMR memory it
@@ -23,6 +24,18 @@
 # over TCP loopback to a peer process) and the ratio gofi/Go net of
 # write bandwidth (> 1 gofi faster). The machine is shared: only same-run
 # ratios mean anything.
+#
+# Unbound (the default), the scheduler places the two processes, and on a
+# loaded 2-CPU host it often puts both on one CPU for a while: an 8-byte
+# tcp operation then costs both sides' system calls one after the other
+# (gofi's spinners hand the CPU over with sched_yield, ~21 us against
+# ~13 us on two CPUs; libfabric's never yield, so the load balancer moves
+# them apart sooner, and when it does not they wait for a time slice).
+# That is a property of the two waiting strategies under load, not of the
+# transport. With BIND=1 every tool's initiator runs on the first CPU of
+# BIND_CPUS (default 0,1) and its target process on the second (taskset;
+# the target's threads are moved as it starts), so both tools are
+# compared in the same placement; each round's header says which.
 set -eu
 ROUNDS=${ROUNDS:-5}
 PROVS=${PROVS:-shm tcp}
@@ -30,6 +43,10 @@ SIZES=${SIZES:-8,4096,65536,1048576}
 N=${N:-2000}
 W=${W:-16}
 MEM=${MEM:-go}
+BIND=${BIND:-0}
+BIND_CPUS=${BIND_CPUS:-0,1}
+bind0=${BIND_CPUS%%,*}
+bind1=${BIND_CPUS#*,}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 tmp=$(mktemp -d)
@@ -39,6 +56,41 @@ if [ ! -e /usr/include/rdma/fi_rma.h ]; then
 fi
 cc -O2 -o "$tmp/fi_rma_bench" "$here/fi_rma_bench.c" -lfabric
 (cd "$root" && go build -o "$tmp/perftest" ./cmd/perftest)
+# run [-t SECS] CMD...: CMD (under timeout SECS with -t); with BIND=1 on
+# CPU bind0, and its target (CMD's first child process) on CPU bind1, the
+# target's threads moved again for half a second to catch those it starts
+# meanwhile (later ones inherit the CPU).
+run() {
+	local t=
+	if [ "$1" = -t ]; then
+		t=$2
+		shift 2
+	fi
+	if [ "$BIND" != 1 ]; then
+		${t:+timeout "$t"} "$@"
+		return
+	fi
+	${t:+timeout "$t"} taskset -c "$bind0" "$@" &
+	local p=$! ini c n=0
+	ini=$p
+	while [ -n "$t" ] && [ "$ini" = "$p" ] && kill -0 "$p" 2>/dev/null; do
+		ini=$(pgrep -P "$p" | head -1 || true)
+		ini=${ini:-$p}
+	done
+	while [ $n -lt 50 ] && kill -0 "$p" 2>/dev/null; do
+		c=$(pgrep -P "$ini" | head -1 || true)
+		if [ -n "$c" ]; then
+			taskset -a -p -c "$bind1" "$c" >/dev/null 2>&1 || true
+			n=$((n + 1))
+			sleep 0.01
+		else
+			sleep 0.001
+		fi
+	done
+	wait "$p"
+}
+bound=unbound
+[ "$BIND" = 1 ] && bound="bound initiator CPU $bind0 target CPU $bind1"
 alloc=false
 [ "$MEM" = alloc ] && alloc=true
 out=$tmp/results
@@ -48,10 +100,10 @@ for r in $(seq 1 "$ROUNDS"); do
 		lp=$p
 		[ "$p" = tcp ] && lp='tcp;ofi_rxm'
 		place=$("$tmp/perftest" place | sed -n 's/.*(\([a-z]*\);.*/\1/p' | head -1)
-		echo "# round $r $p placement ${place:-?} load $(cut -d' ' -f1-3 /proc/loadavg)"
-		"$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
-		"$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" -target-spin | grep -v '^#' | sed "s/^/gofi-spin $p $place /" | tee -a "$out"
-		timeout 600 "$tmp/fi_rma_bench" -p "$lp" -s "$SIZES" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
+		echo "# round $r $p placement ${place:-?} load $(cut -d' ' -f1-3 /proc/loadavg) $bound"
+		run "$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
+		run "$tmp/perftest" rma -p "$p" -s "$SIZES" -n "$N" -w "$W" -alloc="$alloc" -target-spin | grep -v '^#' | sed "s/^/gofi-spin $p $place /" | tee -a "$out"
+		run -t 600 "$tmp/fi_rma_bench" -p "$lp" -s "$SIZES" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
 		if [ "$p" = tcp ]; then
 			# Go's net over TCP loopback, the same window of messages of
 			# each large size streamed to a peer process (perftest bw -p
@@ -65,7 +117,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	done
 done
 echo
-echo "# medians over rounds (latency: median µs; bandwidth: MB/s), ratios to libfabric"
+echo "# medians over rounds (latency: median µs; bandwidth: MB/s), ratios to libfabric; $bound"
 echo "# gofi: the target makes no gofi call; gofi-spin: it polls its CQ, as libfabric's must"
 printf "%-5s %-6s %-10s %9s %10s %10s %10s %7s %7s %9s %7s\n" prov place test size gofi gofi-spin libfabric ratio spin-r go-net net-r
 med() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
