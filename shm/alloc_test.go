@@ -133,7 +133,7 @@ func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 	for range firstBurst + exploreBurst {
 		round(128 << 10)
 	}
-	for _, size := range []int{32 << 10, 64 << 10, 256 << 10} {
+	for _, size := range []int{32 << 10, 64 << 10, 256 << 10, 1 << 20} { // from SplitMin: split copies
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
 		for range 3 {

@@ -6,7 +6,7 @@ import (
 	"os"
 )
 
-// Region wire format, version 3 (the version also covers the format of the
+// Region wire format, version 4 (the version also covers the format of the
 // records in the rings, see transport.go). All integers are in the host's
 // byte order (a region never leaves the host). Offsets are from the start of
 // the region; there are no pointers. The layout is a pure function of
@@ -34,10 +34,10 @@ import (
 const (
 	// Magic identifies a gofi shm region: "GOFS" in memory on little endian.
 	Magic uint32 = 0x53464f47
-	// Version of this layout (3: eager records with a short header, see
-	// transport.go; 2: the nudge word; ring segments carry a
-	// trailer, see RingSegSize).
-	Version uint32 = 3
+	// Version of this layout (4: split single copy records, see
+	// split.go; 3: eager records with a short header, see transport.go;
+	// 2: the nudge word; ring segments carry a trailer, see RingSegSize).
+	Version uint32 = 4
 	// HeaderSize is the size of the header at offset 0.
 	HeaderSize = 256
 	// LineSize is the cache-line size the layout assumes; recorded in the

@@ -65,6 +65,8 @@ import (
 //	recCTS:   cookie u64
 //	recSeg:   cookie u64, offset u64, payload
 //	recSwitch: segment size u64, name length u32, pad u32, name
+//	recCTW:   cookie u64, offset u64, length u64, address u64 (split.go)
+//	recWDone: cookie u64, status u32 (0 written, 1 not)
 //
 //	msgHdr:   kind u8, flags u8, pad u16, group u32, tag u64, data u64, len u64
 //	eagerHdr: kind u8, flags u8, hasData u8 (0 or 1), pad u8, group u32,
@@ -81,6 +83,9 @@ const (
 	recSeg   uint16 = 5
 	// recSwitch: the sender writes on in the ring segment named here.
 	recSwitch uint16 = 6
+	// recCTW and recWDone: a split single copy (split.go).
+	recCTW   uint16 = 7
+	recWDone uint16 = 8
 )
 
 const (
@@ -207,8 +212,12 @@ type Transport struct {
 	// recent cost of rendezvous fetches by size class and method, for
 	// pickCMA
 	fetchCost [fetchClasses]fetchCost
-	hugeMin   int      // MsgHugeMin at creation
-	huge      hugeSeen // send buffers' blocks backed by huge pages
+	hugeMin   int // MsgHugeMin at creation
+	splitMin  int // SplitMin at creation, 0 without single copy
+	// split copies started, parts written for a peer, parts the sender
+	// did not write (the receiver read them), for tests
+	splits, splitWrites, splitFallbacks int
+	huge                                hugeSeen // send buffers' blocks backed by huge pages
 
 	peers   []*peer
 	byName  map[string]transport.Peer
@@ -339,12 +348,18 @@ type fetchSeg struct {
 	explore bool
 	// switches: the peer's ring switches when the fetch began
 	switches uint32
+	// split: a split single copy (split.go); got is where the sender's
+	// part begins, n what the receiver read, err its read's error
+	split bool
+	err   error
 }
 
 type ctrl struct {
 	typ    uint16
 	cookie uint64
 	status uint32
+	// recCTW only: the part asked for and where it goes
+	off, n, addr uint64
 }
 
 // NewTransport creates this endpoint's region and returns its transport.
@@ -420,6 +435,7 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		t.fetchFree = append(t.fetchFree, &fetchSeg{dst: make([][]byte, 0, preFetchIOV)})
 	}
 	if t.cma {
+		t.splitMin = SplitMin()
 		if t.hugeMin = MsgHugeMin(); t.hugeMin > 0 {
 			startHugeWorker()
 		}
@@ -1204,6 +1220,12 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		cma, explore = fc.pickCMA()
 	}
 	if t.cma && !p.noCMA && (cma || t.smallStream(p, total)) {
+		if !timed && len(dst) == 1 {
+			want := min(total, len(dst[0]))
+			if at := t.splitAt(p, want); at > 0 {
+				return t.fetchSplit(p, r, dst[0], want, at, op)
+			}
+		}
 		var start time.Time
 		if timed {
 			start = time.Now()
@@ -1420,16 +1442,24 @@ func (t *Transport) flushOnce(p *peer) bool {
 	sent := 0
 	for _, c := range p.ctrl {
 		size := 12
-		if c.typ == recCTS {
+		switch c.typ {
+		case recCTS:
 			size = 8
+		case recCTW:
+			size = ctwLen
 		}
 		b, err := p.out.Reserve(size)
 		if err != nil {
 			break
 		}
 		binary.LittleEndian.PutUint64(b, c.cookie)
-		if c.typ == recACK {
+		switch c.typ {
+		case recACK, recWDone:
 			binary.LittleEndian.PutUint32(b[8:], c.status)
+		case recCTW:
+			binary.LittleEndian.PutUint64(b[8:], c.off)
+			binary.LittleEndian.PutUint64(b[16:], c.n)
+			binary.LittleEndian.PutUint64(b[24:], c.addr)
 		}
 		_ = p.out.Commit(c.typ, size)
 		sent++
@@ -1932,7 +1962,7 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			cookie := binary.LittleEndian.Uint64(b)
 			off := binary.LittleEndian.Uint64(b[8:])
 			f, ok := p.fetch[cookie]
-			if !ok || off != uint64(f.got) || f.got+len(b)-16 > f.total {
+			if !ok || f.split || off != uint64(f.got) || f.got+len(b)-16 > f.total {
 				return did, ErrCorrupt
 			}
 			f.n += scatter(f.dst, f.got, b[16:])
@@ -1970,6 +2000,19 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			}
 			did = true
 			continue
+		case recCTW:
+			cookie, off, n, addr, ok := decodeCTW(b)
+			if !ok {
+				return did, ErrCorrupt
+			}
+			t.writeSplit(p, cookie, off, n, addr)
+		case recWDone:
+			if len(b) != wdoneLen {
+				return did, ErrCorrupt
+			}
+			if err := t.splitDone(p, s, binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint32(b[8:])); err != nil {
+				return did, err
+			}
 		case recSwitch:
 			// The sender writes on in another ring: open it, hand this
 			// one back (the sender closes it once it sees it read) and

@@ -1,0 +1,235 @@
+package shm
+
+import (
+	"encoding/binary"
+	"errors"
+	"os"
+	"sync"
+	"time"
+	"unsafe"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// Split single copy for large rendezvous payloads.
+//
+// A single copy is one process_vm_readv by the receiver while the sender,
+// whose send waits for the receiver's acknowledgement, spins with nothing
+// to do. From SplitMin bytes the two share the copy: the receiver asks the
+// sender (recCTW: cookie, offset, length, destination address) to write
+// the payload's tail into its buffer with process_vm_writev, reads the head
+// itself meanwhile, and completes the receive when the sender reports its
+// part written (recWDone). Two cores then pin and copy half the pages
+// each: where pinning 4 KiB pages bounds the copy (a send buffer not yet
+// backed by huge pages) and where one core's cache misses to the other
+// CCX bound it (the far placement), the transfer takes about half as long.
+//
+// The receiver's buffer is written by the sender only between the CTW and
+// the WDone, and the receive completes only after the WDone, so nothing
+// touches the buffer once the user has it back (a sender that fails in
+// between fails the peer, and the fetch with it). The receiver needs the
+// sender to make progress for that part, as the segment path (CTS) always
+// did; a sender asleep in a wait is woken by the CTW's doorbell.
+//
+// The sender checks the range against the held send (it writes only its
+// own payload) and writes at the address the receiver gave into the
+// receiver's process: what the receiver asks for, like an RMA write into
+// memory it advertised. A write the kernel refuses is answered with a
+// non-zero status, and the receiver then reads that part itself.
+//
+// Records (region layout version 4):
+//
+//	recCTW:   cookie u64, offset u64, length u64, address u64
+//	recWDone: cookie u64, status u32 (0 written, 1 not written)
+
+// SplitMinEnv sets SplitMin: the smallest rendezvous payload whose single
+// copy the receiver shares with the sender (a size), or "off". Default 256k.
+const SplitMinEnv = "GOFI_SHM_SPLIT_MIN"
+
+const (
+	splitMinDefault = 256 << 10
+	// splitAlign aligns the split point (a page: each side pins whole pages).
+	splitAlign = 4 << 10
+	ctwLen     = 32
+	wdoneLen   = 12
+)
+
+var splitMin struct {
+	once sync.Once
+	n    int
+}
+
+// SplitMin returns the smallest payload whose copy is split, 0 when off.
+func SplitMin() int {
+	splitMin.once.Do(func() { splitMin.n = parseHugeSize(os.Getenv(SplitMinEnv), splitMinDefault) })
+	return splitMin.n
+}
+
+// splitAt returns where the receiver's part of a want-byte copy ends (the
+// sender writes [at, want)), or 0 when the copy is not split.
+func (t *Transport) splitAt(p *peer, want int) int {
+	if t.splitMin == 0 || want < t.splitMin || p.dead {
+		return 0
+	}
+	at := (want / 2) &^ (splitAlign - 1)
+	if at <= 0 || at >= want {
+		return 0
+	}
+	return at
+}
+
+// fetchSplit starts a split single copy of r into d (one contiguous
+// buffer, want bytes of it): it asks the sender for d[at:want], reads
+// d[:at] itself and leaves the fetch pending until the sender's WDone.
+func (t *Transport) fetchSplit(p *peer, r *rts, d []byte, want, at int, op transport.Op) (bool, int, transport.Code) {
+	cookie := r.cookie
+	if c := t.sendCtrl(p, ctrl{typ: recCTW, cookie: cookie, off: uint64(at), n: uint64(want - at),
+		addr: uint64(uintptr(unsafe.Pointer(&d[at])))}); c != 0 {
+		t.dropRTS(p, cookie)
+		t.fail(p, c)
+		return true, 0, c
+	}
+	f := t.newFetch()
+	f.op, f.split, f.total, f.got = op, true, want, at
+	f.dst = append(f.dst[:0], d)
+	head := [1][]byte{d[:at]}
+	n, err := t.readPeer(p, r, head[:])
+	f.n, f.err = n, err
+	p.fetch[cookie] = f
+	if errors.Is(err, ErrPeerGone) {
+		// The sender's process is gone: no WDone will come. The next
+		// progress checks it and fails the peer (and this fetch).
+		p.failSend, p.err = true, transport.EConnReset
+		p.since = time.Now().Add(-2 * t.cfg.PeerTimeout)
+		t.markBusy(p)
+		return false, 0, 0
+	}
+	t.splits++
+	if p.since.IsZero() {
+		p.since = time.Now()
+	}
+	t.markBusy(p) // so progressBusy checks the sender's liveness while we wait
+	return false, 0, 0
+}
+
+// splitDone ends a split fetch on the sender's WDone: with status 0 the
+// sender wrote d[f.got:f.total]; otherwise the receiver reads it now (the
+// sender no longer writes).
+func (t *Transport) splitDone(p *peer, s transport.Sink, cookie uint64, status uint32) error {
+	f, ok := p.fetch[cookie]
+	if !ok || !f.split {
+		return ErrCorrupt
+	}
+	delete(p.fetch, cookie)
+	r, ok := t.pendingRTS(p, cookie)
+	switch {
+	case status == 0:
+		f.n += f.total - f.got
+	case f.err == nil && ok:
+		// The sender did not write its part: read the whole payload
+		// (readPeer starts at its beginning; the head again is a rare
+		// cost, not worth offsets into r).
+		t.splitFallbacks++
+		d := [1][]byte{f.dst[0][:f.total]}
+		f.n, f.err = t.readPeer(p, r, d[:])
+	case f.err == nil:
+		f.err = ErrFault
+	}
+	if ok && errors.Is(f.err, ErrPeerDenied) {
+		// The kernel refuses us the sender's memory (another user
+		// namespace, an LSM): segments for this peer from now on, this
+		// payload first, as a single copy refused at once would go.
+		p.noCMA = true
+		total := 0
+		for i := 0; i < r.niov; i++ {
+			total += int(r.size[i])
+		}
+		t.dropRTS(p, cookie)
+		if c := t.sendCtrl(p, ctrl{typ: recCTS, cookie: cookie}); c != 0 {
+			if s != nil {
+				s.FetchDone(f.op, 0, c)
+			}
+			t.putFetch(f)
+			t.fail(p, c)
+			return nil
+		}
+		f.split, f.err, f.got, f.n, f.total = false, nil, 0, 0, total
+		p.fetch[cookie] = f
+		t.markBusy(p)
+		return nil
+	}
+	t.dropRTS(p, cookie)
+	code := transport.Code(0)
+	switch {
+	case f.err == nil:
+		t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
+	case errors.Is(f.err, ErrPeerGone):
+		p.failSend, p.err = true, transport.EConnReset
+		p.since = time.Now().Add(-2 * t.cfg.PeerTimeout)
+		t.markBusy(p)
+		code = transport.EConnReset
+	default:
+		t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie, status: 2})
+		code = transport.EIO
+	}
+	if s != nil {
+		s.FetchDone(f.op, f.n, code)
+	}
+	t.putFetch(f)
+	return nil
+}
+
+// writeSplit serves a receiver's CTW: writes [off, off+n) of the held
+// send cookie to addr in the receiver and answers WDone.
+func (t *Transport) writeSplit(p *peer, cookie, off, n, addr uint64) {
+	status := uint32(1)
+	if h, ok := p.held[cookie]; ok && h.hasRange(off, n) && !splitRefuse {
+		if err := writeIOV(p.pid, h.iov, int(off), int(n), uintptr(addr)); err == nil {
+			status = 0
+			t.splitWrites++
+		}
+	}
+	t.sendCtrl(p, ctrl{typ: recWDone, cookie: cookie, status: status})
+}
+
+// splitRefuse makes senders answer every CTW unwritten (tests).
+var splitRefuse bool
+
+// hasRange reports whether [off, off+n) is a non-empty part of h's payload.
+func (h *held) hasRange(off, n uint64) bool {
+	return n > 0 && off <= uint64(h.n) && n <= uint64(h.n)-off
+}
+
+// writeIOV writes n bytes of the concatenation of iov, from off, to addr
+// in process pid.
+func writeIOV(pid int, iov [][]byte, off, n int, addr uintptr) error {
+	for _, v := range iov {
+		if n == 0 {
+			break
+		}
+		if off >= len(v) {
+			off -= len(v)
+			continue
+		}
+		k := min(len(v)-off, n)
+		if _, err := WritePeer(pid, v[off:off+k], addr); err != nil {
+			return err
+		}
+		addr += uintptr(k)
+		n -= k
+		off = 0
+	}
+	if n != 0 {
+		return ErrFault
+	}
+	return nil
+}
+
+// decodeCTW reads a recCTW record.
+func decodeCTW(b []byte) (cookie, off, n, addr uint64, ok bool) {
+	if len(b) != ctwLen {
+		return 0, 0, 0, 0, false
+	}
+	le := binary.LittleEndian
+	return le.Uint64(b), le.Uint64(b[8:]), le.Uint64(b[16:]), le.Uint64(b[24:]), true
+}

@@ -1,0 +1,109 @@
+package shm
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// sendSplit sends msg from a to b and waits for the message and the send's
+// completion; it fails on any error.
+func sendSplit(t *testing.T, p *tpair, msg []byte) []byte {
+	t.Helper()
+	want := bytes.Clone(msg)
+	n, sent := p.sb.n, p.sa.sent
+	p.send(transport.KindMsg, msg)
+	p.until("the message and the send's completion", func() bool { return p.sb.n == n+1 && p.sa.sent == sent+1 })
+	if len(p.sa.errs)+len(p.sb.errs) > 0 {
+		t.Fatal(p.sa.errs, p.sb.errs)
+	}
+	got := p.sb.got[len(p.sb.got)-1]
+	if !bytes.Equal(got, want) {
+		t.Fatalf("payload of %d bytes changed (got %d bytes)", len(want), len(got))
+	}
+	return got
+}
+
+// From SplitMin the receiver reads the payload's head and the sender
+// writes its tail: both parts arrive, the receive completes only with the
+// sender's part in, and the send completes. Smaller payloads are one read.
+func TestSplitCopy_SenderWritesTheTail(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{CMAMin: 1})
+	if !p.a.CMA() || p.b.splitMin == 0 {
+		t.Skip("single copy or split copies off here")
+	}
+	sendSplit(t, p, seqMsg(1, p.b.splitMin/2))
+	if p.b.splits != 0 || p.a.splitWrites != 0 {
+		t.Fatalf("a payload under SplitMin: %d splits, %d writes", p.b.splits, p.a.splitWrites)
+	}
+	for i, size := range []int{p.b.splitMin, 1<<20 + 12345} {
+		sendSplit(t, p, seqMsg(2+i, size))
+		if p.b.splits != i+1 || p.a.splitWrites != i+1 || p.b.splitFallbacks != 0 {
+			t.Fatalf("after %d split sizes: %d splits, %d writes by the sender, %d parts read by the receiver",
+				i+1, p.b.splits, p.a.splitWrites, p.b.splitFallbacks)
+		}
+	}
+}
+
+// A sender that does not write its part (the kernel refused, or the send
+// is no longer held) answers so, and the receiver reads the part itself.
+func TestSplitCopy_UnwrittenPartIsReadByTheReceiver(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{CMAMin: 1})
+	if !p.a.CMA() || p.b.splitMin == 0 {
+		t.Skip("single copy or split copies off here")
+	}
+	splitRefuse = true
+	defer func() { splitRefuse = false }()
+	sendSplit(t, p, seqMsg(5, 1<<20+777))
+	if p.b.splits != 1 || p.a.splitWrites != 0 || p.b.splitFallbacks != 1 {
+		t.Fatalf("%d splits, %d writes by the sender, %d parts read by the receiver",
+			p.b.splits, p.a.splitWrites, p.b.splitFallbacks)
+	}
+}
+
+// The sender writes only a non-empty part of its own payload.
+func TestSplitCopy_SenderChecksTheRange(t *testing.T) {
+	h := &held{n: 1000}
+	for _, c := range []struct {
+		off, n uint64
+		ok     bool
+	}{
+		{0, 1000, true}, {999, 1, true}, {500, 500, true},
+		{0, 0, false}, {1000, 1, false}, {999, 2, false}, {1001, 0, false},
+		{1 << 63, 1 << 63, false}, {1, ^uint64(0), false}, {^uint64(0), 2, false},
+	} {
+		if got := h.hasRange(c.off, c.n); got != c.ok {
+			t.Errorf("hasRange(%d, %d) of 1000 bytes = %v, want %v", c.off, c.n, got, c.ok)
+		}
+	}
+}
+
+func TestParseSplitMin(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{{"", splitMinDefault}, {"off", 0}, {"1m", 1 << 20}} {
+		if got := parseHugeSize(c.in, splitMinDefault); got != c.want {
+			t.Errorf("parseHugeSize(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+func FuzzDecodeCTW(f *testing.F) {
+	f.Add(make([]byte, ctwLen))
+	f.Add(make([]byte, ctwLen-1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cookie, off, n, addr, ok := decodeCTW(b)
+		if ok != (len(b) == ctwLen) {
+			t.Fatalf("%d bytes decoded: %v", len(b), ok)
+		}
+		if ok && (cookie != binary.LittleEndian.Uint64(b) || off != binary.LittleEndian.Uint64(b[8:]) ||
+			n != binary.LittleEndian.Uint64(b[16:]) || addr != binary.LittleEndian.Uint64(b[24:])) {
+			t.Fatal("fields misread")
+		}
+	})
+}
