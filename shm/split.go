@@ -24,6 +24,12 @@ import (
 // backed by huge pages) and where one core's cache misses to the other
 // CCX bound it (the far placement), the transfer takes about half as long.
 //
+// The receiver waits for the sender's part only as long as the split
+// saves: when the WDone comes later after the receiver's own part than
+// that part took (a sender busy elsewhere, or off its CPU), reading the
+// whole payload alone would have been faster, and the next splitBackoff
+// large fetches from that peer are not split.
+//
 // The receiver's buffer is written by the sender only between the CTW and
 // the WDone, and the receive completes only after the WDone, so nothing
 // touches the buffer once the user has it back (a sender that fails in
@@ -48,6 +54,9 @@ const SplitMinEnv = "GOFI_SHM_SPLIT_MIN"
 
 const (
 	splitMinDefault = 256 << 10
+	// splitBackoff: large fetches from a peer left unsplit after a split
+	// that waited for it longer than it saved
+	splitBackoff = 64
 	// splitAlign aligns the split point (a page: each side pins whole pages).
 	splitAlign = 4 << 10
 	ctwLen     = 32
@@ -69,6 +78,10 @@ func SplitMin() int {
 // sender writes [at, want)), or 0 when the copy is not split.
 func (t *Transport) splitAt(p *peer, want int) int {
 	if t.splitMin == 0 || want < t.splitMin || p.dead {
+		return 0
+	}
+	if p.splitSkip > 0 {
+		p.splitSkip--
 		return 0
 	}
 	at := (want / 2) &^ (splitAlign - 1)
@@ -93,8 +106,10 @@ func (t *Transport) fetchSplit(p *peer, r *rts, d []byte, want, at int, op trans
 	f.op, f.split, f.total, f.got = op, true, want, at
 	f.dst = append(f.dst[:0], d)
 	head := [1][]byte{d[:at]}
+	start := time.Now()
 	n, err := t.readPeer(p, r, head[:])
-	f.n, f.err = n, err
+	f.start = time.Now()
+	f.n, f.err, f.own = n, err, f.start.Sub(start)
 	p.fetch[cookie] = f
 	if errors.Is(err, ErrPeerGone) {
 		// The sender's process is gone: no WDone will come. The next
@@ -125,11 +140,15 @@ func (t *Transport) splitDone(p *peer, s transport.Sink, cookie uint64, status u
 	switch {
 	case status == 0:
 		f.n += f.total - f.got
+		if !splitPaid(f.own, time.Since(f.start)) {
+			p.splitSkip = splitBackoff
+		}
 	case f.err == nil && ok:
 		// The sender did not write its part: read the whole payload
 		// (readPeer starts at its beginning; the head again is a rare
 		// cost, not worth offsets into r).
 		t.splitFallbacks++
+		p.splitSkip = splitBackoff
 		d := [1][]byte{f.dst[0][:f.total]}
 		f.n, f.err = t.readPeer(p, r, d[:])
 	case f.err == nil:
@@ -191,6 +210,11 @@ func (t *Transport) writeSplit(p *peer, cookie, off, n, addr uint64) {
 	}
 	t.sendCtrl(p, ctrl{typ: recWDone, cookie: cookie, status: status})
 }
+
+// splitPaid reports whether a split whose receiver part took own and
+// which then waited waited for the sender's part beat reading the whole
+// payload alone (about twice own).
+func splitPaid(own, waited time.Duration) bool { return waited <= own }
 
 // splitRefuse makes senders answer every CTW unwritten (tests).
 var splitRefuse bool

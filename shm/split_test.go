@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+	"time"
 
 	"github.com/gofi-dev/fi/transport"
 )
@@ -40,6 +41,10 @@ func TestSplitCopy_SenderWritesTheTail(t *testing.T) {
 		t.Fatalf("a payload under SplitMin: %d splits, %d writes", p.b.splits, p.a.splitWrites)
 	}
 	for i, size := range []int{p.b.splitMin, 1<<20 + 12345} {
+		// One goroutine polls both sides here, one after the other: the
+		// receiver's wait for the sender's part can look late (the
+		// back-off's test is below).
+		p.b.peers[p.ba].splitSkip = 0
 		sendSplit(t, p, seqMsg(2+i, size))
 		if p.b.splits != i+1 || p.a.splitWrites != i+1 || p.b.splitFallbacks != 0 {
 			t.Fatalf("after %d split sizes: %d splits, %d writes by the sender, %d parts read by the receiver",
@@ -62,6 +67,10 @@ func TestSplitCopy_UnwrittenPartIsReadByTheReceiver(t *testing.T) {
 	if p.b.splits != 1 || p.a.splitWrites != 0 || p.b.splitFallbacks != 1 {
 		t.Fatalf("%d splits, %d writes by the sender, %d parts read by the receiver",
 			p.b.splits, p.a.splitWrites, p.b.splitFallbacks)
+	}
+	// A sender that did not write is not asked again for a while.
+	if k := p.b.peers[p.ba].splitSkip; k != splitBackoff {
+		t.Fatalf("after an unwritten part: %d fetches to skip, want %d", k, splitBackoff)
 	}
 }
 
@@ -106,4 +115,65 @@ func FuzzDecodeCTW(f *testing.F) {
 			t.Fatal("fields misread")
 		}
 	})
+}
+
+// A split whose sender answered later after the receiver's own part than
+// that part took (the sender busy elsewhere) saved nothing: the next
+// splitBackoff large fetches from that peer are read whole by the
+// receiver, then splitting resumes.
+func TestSplitCopy_LateSenderStopsSplitsForAWhile(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{CMAMin: 1})
+	if !p.a.CMA() || p.b.splitMin == 0 {
+		t.Skip("single copy or split copies off here")
+	}
+	p.send(transport.KindMsg, seqMsg(1, 8)) // connect a -> b
+	p.until("the first message", func() bool { return p.sb.n == 1 })
+	msg := seqMsg(2, 1<<20)
+	want := bytes.Clone(msg)
+	p.send(transport.KindMsg, msg)
+	peer := p.b.peers[p.ba]
+	for deadline := time.Now().Add(20 * time.Second); p.b.splits == 0; p.b.Poll(p.sb) {
+		if time.Now().After(deadline) {
+			t.Fatal("no split started")
+		}
+	}
+	if len(peer.fetch) != 1 {
+		t.Fatalf("%d fetches pending", len(peer.fetch))
+	}
+	for _, f := range peer.fetch {
+		f.start = f.start.Add(-time.Hour) // the receiver's part ended long ago
+	}
+	p.until("the late split", func() bool { return p.sb.n == 2 && p.sa.sent == 1 })
+	if !bytes.Equal(p.sb.got[1], want) || len(p.sa.errs)+len(p.sb.errs) > 0 {
+		t.Fatal("late split: payload changed or errors", p.sa.errs, p.sb.errs)
+	}
+	if peer.splitSkip != splitBackoff {
+		t.Fatalf("after a late split: %d fetches to skip, want %d", peer.splitSkip, splitBackoff)
+	}
+	for i := range splitBackoff {
+		sendSplit(t, p, seqMsg(3+i, 256<<10))
+	}
+	if peer.splitSkip != 0 {
+		t.Fatalf("after %d fetches: %d still to skip", splitBackoff, peer.splitSkip)
+	}
+	if p.b.splits != 1 || p.a.splitWrites != 1 {
+		t.Fatalf("during the back-off: %d splits, %d writes", p.b.splits, p.a.splitWrites)
+	}
+	sendSplit(t, p, seqMsg(99, 256<<10))
+	if p.b.splits != 2 || p.a.splitWrites != 2 {
+		t.Fatalf("after the back-off: %d splits, %d writes", p.b.splits, p.a.splitWrites)
+	}
+}
+
+func TestSplitPaid(t *testing.T) {
+	ms := time.Millisecond
+	for _, c := range []struct {
+		own, waited time.Duration
+		paid        bool
+	}{{ms, 0, true}, {ms, ms, true}, {ms, ms + 1, false}, {0, ms, false}} {
+		if got := splitPaid(c.own, c.waited); got != c.paid {
+			t.Errorf("splitPaid(%v, %v) = %v, want %v", c.own, c.waited, got, c.paid)
+		}
+	}
 }

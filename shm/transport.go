@@ -307,9 +307,12 @@ type peer struct {
 	bell   *Region        // their region, opened to nudge them when we send them nothing
 	inIdx  int
 	noCMA  bool // single copy refused or unsafe with this peer: segments
-	pid    int
-	gen    uint32
-	fetch  map[uint64]*fetchSeg // segment-mode fetches in progress
+	// splitSkip: large fetches from the peer still to go unsplit after a
+	// split waited on it (split.go)
+	splitSkip int
+	pid       int
+	gen       uint32
+	fetch     map[uint64]*fetchSeg // segment-mode fetches in progress
 	// segDone is when the last timed segment fetch from the peer ended
 	segDone time.Time
 	// switchIns counts the peer's ring switches we followed
@@ -352,6 +355,8 @@ type fetchSeg struct {
 	// part begins, n what the receiver read, err its read's error
 	split bool
 	err   error
+	// own: how long the receiver's part took; start is when it ended
+	own time.Duration
 }
 
 type ctrl struct {
