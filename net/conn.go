@@ -150,6 +150,9 @@ func (tc *tconn) writeDirect(hdr []byte, iov [][]byte) (int, error) {
 		}
 	}
 	n, err := writev(tc.fd, v)
+	if n == cred+len(hdr)+int(iovLen(iov)) && !tc.t.wrote.Load() {
+		tc.t.wrote.Store(true) // all of it went out: Poll yields first
+	}
 	clear(v) // drop the references to the buffers
 	tc.iovs = v[:0]
 	if cred == 0 || n <= 0 {

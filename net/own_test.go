@@ -204,3 +204,50 @@ func TestOwnerPoll_GnetTasksHandTheLoopBack(t *testing.T) {
 		t.Fatalf("handbacks %d with no task queued", b.handbacks.Load())
 	}
 }
+
+// A Poll that follows a frame written whole yields before it reads (the
+// answer cannot be there yet; a peer sharing the CPU runs first), once per
+// write; a Poll with nothing written does not.
+func TestOwnerPoll_YieldsFirstAfterAWrite(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	as, bs := newSink(), newSink()
+	p, _ := a.Resolve(b.Name())
+	h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+	deadline := time.Now().Add(20 * time.Second)
+	for i := 1; ; i++ {
+		if _, c := a.Send(p, h, [][]byte{pattern(8, byte(i))}, transport.Op(i)); c != transport.OK {
+			t.Fatalf("Send %d: %d", i, c)
+		}
+		// Spin (pollUntil would Wait, which hands a's loop back) until
+		// the message is there and a has borrowed its loop.
+		for len(bs.arrivals) < i || !a.parked.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for message %d and a's borrowed loop", i)
+			}
+			a.Poll(as)
+			b.Poll(bs)
+		}
+		a.Poll(as) // takes the flag of the write above
+		y := a.firstYields
+		a.Poll(as)
+		if a.firstYields != y {
+			t.Fatalf("a Poll with nothing written yielded first (%d -> %d)", y, a.firstYields)
+		}
+		i++
+		if _, c := a.Send(p, h, [][]byte{pattern(8, byte(i))}, transport.Op(i)); c != transport.OK {
+			t.Fatalf("Send %d: %d", i, c)
+		}
+		parked := a.parked.Load()
+		a.Poll(as)
+		a.Poll(as)
+		if !parked {
+			continue // handed back meanwhile (gnet had tasks): again
+		}
+		if a.firstYields != y+1 {
+			t.Fatalf("two Polls after one write: first yields %d -> %d, want one", y, a.firstYields)
+		}
+		pollUntil(t, "the last message", func() bool { return len(bs.arrivals) == i }, a, as, b, bs)
+		return
+	}
+}

@@ -69,14 +69,16 @@ const SpinEnv = "GOFI_TCP_SPIN"
 
 // spinner is the loop's adaptive busy-poll state (loop goroutine only).
 type spinner struct {
-	max     time.Duration
-	w       time.Duration // the current window
-	last    time.Time     // the end of the last traffic the loop saw
-	hits    atomic.Int64  // spin passes that read bytes (tests)
-	gaveUp  bool          // the last session ended idle (the loop then blocked)
-	tasks   *int32        // gnet's task flag (gnetTasks), nil unknown
-	skipped bool          // a pass left a connection to gnet (bytes in its buffer)
-	conns   []*tconn
+	max  time.Duration
+	w    time.Duration // the current window
+	last time.Time     // the end of the last traffic the loop saw
+	hits atomic.Int64  // spin passes that read bytes (tests)
+	// hitYields counts the yields after such passes (tests).
+	hitYields atomic.Int64
+	gaveUp    bool   // the last session ended idle (the loop then blocked)
+	tasks     *int32 // gnet's task flag (gnetTasks), nil unknown
+	skipped   bool   // a pass left a connection to gnet (bytes in its buffer)
+	conns     []*tconn
 }
 
 // schedYield gives the CPU to another thread of its run queue, if one
@@ -126,6 +128,13 @@ func (t *Transport) loopSpin() {
 		}
 		if t.spinPass() {
 			s.hits.Add(1)
+			// The pass answered (or handed over) what came: the next
+			// request cannot be here yet, so yield before reading
+			// again rather than after a read that says EAGAIN. When
+			// the initiator shares this CPU it runs now; on a CPU of
+			// its own nobody waits and the yield returns at once.
+			schedYield()
+			s.hitYields.Add(1)
 			now = time.Now()
 			s.last = now
 		} else {

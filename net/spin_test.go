@@ -141,6 +141,16 @@ func TestSpin_IdleTargetServesOneSided(t *testing.T) {
 				}
 				seen[v] = true
 			}
+			if spin {
+				// Every pass that read bytes yields before the next read
+				// (the loop may still be in its last pass: wait for it).
+				pollUntil(t, "the loop's yields after its passes", func() bool {
+					return b.spin.hitYields.Load() == b.spin.hits.Load()
+				}, a, as)
+				if b.spin.hits.Load() == 0 {
+					t.Fatal("no spin pass read bytes")
+				}
+			}
 			t.Logf("spin passes that read bytes: %d", b.spin.hits.Load())
 		})
 	}
