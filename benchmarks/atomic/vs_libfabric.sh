@@ -7,6 +7,7 @@
 #
 #   benchmarks/atomic/vs_libfabric.sh                # shm and tcp, 5 rounds
 #   ROUNDS=9 PROVS=shm N=50000 benchmarks/atomic/vs_libfabric.sh
+#   BIND=1 benchmarks/atomic/vs_libfabric.sh       # initiator on CPU 0, target on CPU 1 (../bind.sh)
 #
 # gofi shm targets AllocMR memory (the initiator maps it and uses the
 # processor's atomics; the target runs nothing); libfabric's shm executes
@@ -23,6 +24,8 @@ N=${N:-20000}
 W=${W:-64}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=../bind.sh
+. "$here/../bind.sh" # run, BIND, bound
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ ! -e /usr/include/rdma/fi_atomic.h ]; then
@@ -37,14 +40,14 @@ for r in $(seq 1 "$ROUNDS"); do
 		lp=$p
 		[ "$p" = tcp ] && lp='tcp;ofi_rxm'
 		place=$("$tmp/perftest" place | sed -n 's/.*(\([a-z]*\);.*/\1/p' | head -1)
-		echo "# round $r $p placement ${place:-?} load $(cut -d' ' -f1-3 /proc/loadavg)"
-		"$tmp/perftest" atomic -p "$p" -n "$N" -w "$W" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
-		"$tmp/perftest" atomic -p "$p" -n "$N" -w "$W" -target-spin | grep -v '^#' | sed "s/^/gofi-spin $p $place /" | tee -a "$out"
-		timeout 300 "$tmp/fi_atomic_bench" -p "$lp" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
+		echo "# round $r $p placement ${place:-?} load $(cut -d' ' -f1-3 /proc/loadavg) $bound"
+		run "$tmp/perftest" atomic -p "$p" -n "$N" -w "$W" | grep -v '^#' | sed "s/^/gofi $p $place /" | tee -a "$out"
+		run "$tmp/perftest" atomic -p "$p" -n "$N" -w "$W" -target-spin | grep -v '^#' | sed "s/^/gofi-spin $p $place /" | tee -a "$out"
+		run -t 300 "$tmp/fi_atomic_bench" -p "$lp" -n "$N" -w "$W" | sed "s/^/libfabric $p $place /" | tee -a "$out"
 	done
 done
 echo
-echo "# medians over rounds (latency µs: median of per-round medians; rate ops/s), ratio gofi/libfabric"
+echo "# medians over rounds (latency µs: median of per-round medians; rate ops/s), ratio gofi/libfabric; $bound"
 echo "# gofi: the target makes no gofi call; gofi-spin: it polls its CQ, as libfabric's must"
 med() { sort -g | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]}'; }
 printf "%-5s %-6s %-10s %10s %10s %10s %7s %7s\n" prov place op gofi gofi-spin libfabric ratio spin-r

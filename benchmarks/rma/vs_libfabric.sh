@@ -43,12 +43,10 @@ SIZES=${SIZES:-8,4096,65536,1048576}
 N=${N:-2000}
 W=${W:-16}
 MEM=${MEM:-go}
-BIND=${BIND:-0}
-BIND_CPUS=${BIND_CPUS:-0,1}
-bind0=${BIND_CPUS%%,*}
-bind1=${BIND_CPUS#*,}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
+# shellcheck source=../bind.sh
+. "$here/../bind.sh" # run, BIND, bound
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ ! -e /usr/include/rdma/fi_rma.h ]; then
@@ -56,41 +54,6 @@ if [ ! -e /usr/include/rdma/fi_rma.h ]; then
 fi
 cc -O2 -o "$tmp/fi_rma_bench" "$here/fi_rma_bench.c" -lfabric
 (cd "$root" && go build -o "$tmp/perftest" ./cmd/perftest)
-# run [-t SECS] CMD...: CMD (under timeout SECS with -t); with BIND=1 on
-# CPU bind0, and its target (CMD's first child process) on CPU bind1, the
-# target's threads moved again for half a second to catch those it starts
-# meanwhile (later ones inherit the CPU).
-run() {
-	local t=
-	if [ "$1" = -t ]; then
-		t=$2
-		shift 2
-	fi
-	if [ "$BIND" != 1 ]; then
-		${t:+timeout "$t"} "$@"
-		return
-	fi
-	${t:+timeout "$t"} taskset -c "$bind0" "$@" &
-	local p=$! ini c n=0
-	ini=$p
-	while [ -n "$t" ] && [ "$ini" = "$p" ] && kill -0 "$p" 2>/dev/null; do
-		ini=$(pgrep -P "$p" | head -1 || true)
-		ini=${ini:-$p}
-	done
-	while [ $n -lt 50 ] && kill -0 "$p" 2>/dev/null; do
-		c=$(pgrep -P "$ini" | head -1 || true)
-		if [ -n "$c" ]; then
-			taskset -a -p -c "$bind1" "$c" >/dev/null 2>&1 || true
-			n=$((n + 1))
-			sleep 0.01
-		else
-			sleep 0.001
-		fi
-	done
-	wait "$p"
-}
-bound=unbound
-[ "$BIND" = 1 ] && bound="bound initiator CPU $bind0 target CPU $bind1"
 alloc=false
 [ "$MEM" = alloc ] && alloc=true
 out=$tmp/results
