@@ -8,8 +8,8 @@
 //
 // It also holds the shm transport (Transport): per-pair rings that start
 // small and are replaced by bigger or smaller ones as traffic comes and
-// goes, rendezvous by single copy (shared by both sides from SplitMin,
-// split.go) or through the rings, blocking progress
+// goes, rendezvous by single copy (from SplitMin shared by both sides
+// where that has been faster lately, split.go) or through the rings, blocking progress
 // on the region's doorbell, and the listing and removal of dead owners'
 // files (Scan, Reap) that perftest shm-gc uses. Rings themselves (package
 // ring) are placed in segments created here. One-sided operations (RMA

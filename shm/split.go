@@ -24,6 +24,17 @@ import (
 // backed by huge pages) and where one core's cache misses to the other
 // CCX bound it (the far placement), the transfer takes about half as long.
 //
+// Whether the split pays depends on the placement: far apart (cache-line
+// round trip 424-460 ns) a 1 MiB ping-pong took 97 us a transfer split
+// against 191 whole; close (73-99 ns) 86.9 against 79.5, the sender's
+// half pinning the receive buffer's 4 KiB pages while one core's read of
+// the huge-page-backed send buffer is already fast. So from SplitMin
+// each size class takes whichever of split and whole single copy has been
+// faster lately, as pickCMA chooses between single copy and segments
+// below CMAMin (splitCost: the same fetchCost, the split its first
+// method, the whole copy the one tried in bursts). A split is timed from
+// its CTW to the handling of the WDone, a whole copy over its read.
+//
 // The receiver waits for the sender's part only as long as the split
 // saves: when the WDone comes later after the receiver's own part than
 // that part took (a sender busy elsewhere, or off its CPU), reading the
@@ -74,28 +85,59 @@ func SplitMin() int {
 	return splitMin.n
 }
 
-// splitAt returns where the receiver's part of a want-byte copy ends (the
-// sender writes [at, want)), or 0 when the copy is not split.
-func (t *Transport) splitAt(p *peer, want int) int {
-	if t.splitMin == 0 || want < t.splitMin || p.dead {
-		return 0
+// splitCost is one size class's recent cost of split and whole single
+// copies: a fetchCost whose first method (cma) is the split and whose
+// other (seg) is the whole copy. The split goes first: where it loses
+// (near, about 9% at 1 MiB) the first bursts cost little, where it wins
+// (far, 2x) the whole copy would cost twice.
+type splitCost struct{ c fetchCost }
+
+// pick reports whether the class's next copy is split, and whether it is
+// a try of the method not in use.
+func (s *splitCost) pick() (split, explore bool) { return s.c.pickCMA() }
+
+// note adds one copy's time (split or whole) to the class's samples. The
+// class's first copy is no measure (it pays for first touches): not noted.
+func (s *splitCost) note(split, explore bool, d time.Duration) {
+	if s.c.n > 1 {
+		s.c.note(split, explore, d)
 	}
+}
+
+// splitFaster reports whether split copies have been the faster method
+// (none timed yet: the split, the first method).
+func (s *splitCost) splitFaster() bool { return !s.c.segFaster() }
+
+// splitAt returns where the receiver's part of a want-byte copy ends (the
+// sender writes [at, want)), or 0 when the copy is not split; timed and
+// explore say whether the whole copy it chose instead feeds sc (not while
+// backing off from a late sender) and whether it is a try.
+func (t *Transport) splitAt(p *peer, want int) (at int, sc *splitCost, explore bool) {
+	if t.splitMin == 0 || want < t.splitMin || p.dead {
+		return 0, nil, false
+	}
+	at = (want / 2) &^ (splitAlign - 1)
+	if at <= 0 || at >= want {
+		return 0, nil, false
+	}
+	sc = &t.splitCost[fetchClass(want)]
 	if p.splitSkip > 0 {
 		p.splitSkip--
-		return 0
+		return 0, sc, false
 	}
-	at := (want / 2) &^ (splitAlign - 1)
-	if at <= 0 || at >= want {
-		return 0
+	split, explore := sc.pick()
+	if !split {
+		return 0, sc, explore
 	}
-	return at
+	return at, sc, explore
 }
 
 // fetchSplit starts a split single copy of r into d (one contiguous
 // buffer, want bytes of it): it asks the sender for d[at:want], reads
 // d[:at] itself and leaves the fetch pending until the sender's WDone.
-func (t *Transport) fetchSplit(p *peer, r *rts, d []byte, want, at int, op transport.Op) (bool, int, transport.Code) {
+func (t *Transport) fetchSplit(p *peer, r *rts, d []byte, want, at int, explore bool, op transport.Op) (bool, int, transport.Code) {
 	cookie := r.cookie
+	start := time.Now()
 	if c := t.sendCtrl(p, ctrl{typ: recCTW, cookie: cookie, off: uint64(at), n: uint64(want - at),
 		addr: uint64(uintptr(unsafe.Pointer(&d[at])))}); c != 0 {
 		t.dropRTS(p, cookie)
@@ -103,10 +145,9 @@ func (t *Transport) fetchSplit(p *peer, r *rts, d []byte, want, at int, op trans
 		return true, 0, c
 	}
 	f := t.newFetch()
-	f.op, f.split, f.total, f.got = op, true, want, at
+	f.op, f.split, f.total, f.got, f.explore = op, true, want, at, explore
 	f.dst = append(f.dst[:0], d)
 	head := [1][]byte{d[:at]}
-	start := time.Now()
 	n, err := t.readPeer(p, r, head[:])
 	f.start = time.Now()
 	f.n, f.err, f.own = n, err, f.start.Sub(start)
@@ -140,8 +181,12 @@ func (t *Transport) splitDone(p *peer, s transport.Sink, cookie uint64, status u
 	switch {
 	case status == 0:
 		f.n += f.total - f.got
-		if !splitPaid(f.own, time.Since(f.start)) {
+		waited := time.Since(f.start)
+		if !splitPaid(f.own, waited) {
 			p.splitSkip = splitBackoff
+		}
+		if f.err == nil {
+			t.splitCost[fetchClass(f.total)].note(true, f.explore, f.own+waited)
 		}
 	case f.err == nil && ok:
 		// The sender did not write its part: read the whole payload

@@ -177,3 +177,141 @@ func TestSplitPaid(t *testing.T) {
 		}
 	}
 }
+
+// splitRun drives a splitCost as the transport does; cost(i, split) is
+// copy i's time by the method picked. It returns how many copies were
+// split and how many explored.
+func splitRun(s *splitCost, n int, cost func(i int, split bool) time.Duration) (splits, explored int) {
+	for i := range n {
+		split, ex := s.pick()
+		if split {
+			splits++
+		}
+		if ex {
+			explored++
+		}
+		s.note(split, ex, cost(i, split))
+	}
+	return splits, explored
+}
+
+// TestSplitCostPicks: from SplitMin the split goes first, then bursts of
+// whole copies; whichever has been faster is used, both ways, and a
+// change of placement mid-run moves the choice.
+func TestSplitCostPicks(t *testing.T) {
+	us := time.Microsecond
+	var s splitCost
+	for i := range firstBurst - 1 {
+		if split, ex := s.pick(); !split || ex {
+			t.Fatalf("copy %d: split %v explore %v, want a split", i+1, split, ex)
+		}
+		s.note(true, false, 90*us)
+		if i == 0 && s.c.cma.k != 0 {
+			t.Fatal("the first copy timed: it is no measure")
+		}
+	}
+	// Near: the whole copy is faster (80 against 90 us).
+	n := 100 * exploreEvery
+	splits, ex := splitRun(&s, n, splitCosts(90*us, 80*us))
+	if splits > n/20 || ex == 0 || ex > n/20 {
+		t.Errorf("near: %d of %d copies split, %d explored", splits, n, ex)
+	}
+	if s.splitFaster() {
+		t.Error("near: split still looks faster")
+	}
+	// The placement changes (far): the split is twice as fast.
+	splits, ex = splitRun(&s, n, splitCosts(97*us, 191*us))
+	if splits < n-n/10 || ex == 0 || ex > n/20 {
+		t.Errorf("far: %d of %d copies split, %d explored", splits, n, ex)
+	}
+	if !s.splitFaster() {
+		t.Error("far: split does not look faster")
+	}
+	// And back near.
+	splits, _ = splitRun(&s, n, splitCosts(90*us, 80*us))
+	if splits > n/10 {
+		t.Errorf("near again: %d of %d copies split", splits, n)
+	}
+	// Split faster from the start: it stays in use.
+	var f splitCost
+	splits, ex = splitRun(&f, n, splitCosts(97*us, 191*us))
+	if splits < n-n/20 || ex == 0 {
+		t.Errorf("far from the start: %d of %d copies split, %d explored", splits, n, ex)
+	}
+}
+
+func splitCosts(split, whole time.Duration) func(int, bool) time.Duration {
+	return func(_ int, s bool) time.Duration {
+		if s {
+			return split
+		}
+		return whole
+	}
+}
+
+// The transport times split copies (to the WDone) and whole ones and
+// follows the class's costs: with the whole copy faster the next large
+// payload is read whole by the receiver, with the split faster it is
+// split.
+func TestSplitCopy_ChoiceFollowsCosts(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{CMAMin: 1})
+	if !p.a.CMA() || p.b.splitMin == 0 {
+		t.Skip("single copy or split copies off here")
+	}
+	peer := func() *peer { return p.b.peers[p.ba] }
+	p.send(transport.KindMsg, seqMsg(1, 8)) // connect a -> b
+	p.until("the first message", func() bool { return p.sb.n == 1 })
+	sc := &p.b.splitCost[fetchClass(1<<20)]
+	for i := range 2 {
+		peer().splitSkip = 0 // serial polls in one goroutine may trip the back-off
+		sendSplit(t, p, seqMsg(2+i, 1<<20))
+	}
+	if p.b.splits != 2 || sc.c.cma.k != 1 || sc.c.seg.k != 0 {
+		t.Fatalf("two copies: %d splits, %d split and %d whole samples, want 2, 1, 0", p.b.splits, sc.c.cma.k, sc.c.seg.k)
+	}
+	// The whole copy looks faster: the next payload is read whole, and timed.
+	sc.c.seg.add(1)
+	peer().splitSkip = 0
+	sendSplit(t, p, seqMsg(4, 1<<20))
+	if p.b.splits != 2 || sc.c.seg.k != 2 {
+		t.Fatalf("whole faster: %d splits, %d whole samples, want 2, 2", p.b.splits, sc.c.seg.k)
+	}
+	// The split looks faster: split again.
+	sc.c.seg.reset()
+	sc.c.seg.add(int64(time.Hour))
+	peer().splitSkip = 0
+	sendSplit(t, p, seqMsg(5, 1<<20))
+	if p.b.splits != 3 || sc.c.cma.k != 2 {
+		t.Fatalf("split faster: %d splits, %d split samples, want 3, 2", p.b.splits, sc.c.cma.k)
+	}
+	// A split's time runs to the sender's WDone: one that waited an hour
+	// for it costs more than a whole copy of a second.
+	sc.c.cma.reset()
+	sc.c.seg.reset()
+	sc.c.seg.add(int64(time.Second))
+	peer().splitSkip = 0
+	msg := seqMsg(6, 1<<20)
+	want := bytes.Clone(msg)
+	p.send(transport.KindMsg, msg)
+	for deadline := time.Now().Add(20 * time.Second); p.b.splits == 3; p.b.Poll(p.sb) {
+		if time.Now().After(deadline) {
+			t.Fatal("no split started")
+		}
+	}
+	for _, f := range peer().fetch {
+		f.start = f.start.Add(-time.Hour)
+	}
+	p.until("the late split", func() bool { return p.sb.n == 6 && p.sa.sent == 5 })
+	if !bytes.Equal(p.sb.got[5], want) || len(p.sa.errs)+len(p.sb.errs) > 0 {
+		t.Fatal("late split: payload changed or errors", p.sa.errs, p.sb.errs)
+	}
+	if sc.c.cma.least() < int64(time.Hour) {
+		t.Fatalf("late split timed %v, want the wait in it", time.Duration(sc.c.cma.least()))
+	}
+	peer().splitSkip = 0
+	sendSplit(t, p, seqMsg(7, 1<<20))
+	if p.b.splits != 4 {
+		t.Fatalf("after a split slower than the whole copy: %d splits, want 4", p.b.splits)
+	}
+}

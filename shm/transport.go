@@ -212,6 +212,9 @@ type Transport struct {
 	// recent cost of rendezvous fetches by size class and method, for
 	// pickCMA
 	fetchCost [fetchClasses]fetchCost
+	// recent cost of split and whole single copies from splitMin, by
+	// size class (split.go)
+	splitCost [fetchClasses]splitCost
 	hugeMin   int // MsgHugeMin at creation
 	splitMin  int // SplitMin at creation, 0 without single copy
 	// split copies started, parts written for a peer, parts the sender
@@ -1225,14 +1228,16 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		cma, explore = fc.pickCMA()
 	}
 	if t.cma && !p.noCMA && (cma || t.smallStream(p, total)) {
+		var sc *splitCost
 		if !timed && len(dst) == 1 {
 			want := min(total, len(dst[0]))
-			if at := t.splitAt(p, want); at > 0 {
-				return t.fetchSplit(p, r, dst[0], want, at, op)
+			var at int
+			if at, sc, explore = t.splitAt(p, want); at > 0 {
+				return t.fetchSplit(p, r, dst[0], want, at, explore, op)
 			}
 		}
 		var start time.Time
-		if timed {
+		if timed || sc != nil {
 			start = time.Now()
 		}
 		n, err := t.readPeer(p, r, dst)
@@ -1241,6 +1246,9 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 				// (the class's first fetch is no measure: it pays for
 				// touching the buffers and mappings the first time)
 				fc.note(true, explore, time.Since(start))
+			}
+			if sc != nil {
+				sc.note(false, explore, time.Since(start))
 			}
 			t.dropRTS(p, cookie)
 			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
