@@ -28,7 +28,14 @@ import (
 // round trip 424-460 ns) a 1 MiB ping-pong took 97 us a transfer split
 // against 191 whole; close (73-99 ns) 86.9 against 79.5, the sender's
 // half pinning the receive buffer's 4 KiB pages while one core's read of
-// the huge-page-backed send buffer is already fast. So from SplitMin
+// the huge-page-backed send buffer is already fast. And it pays only
+// while both processes run at once on CPUs of their own: 1 MiB fetches of
+// a ping-pong (load 0.7-2) split in 25-30 us where the sender answered
+// at once, against 49-58 whole; in other runs, as alike by their
+// placement, the sender's part came after the receiver's (its WDone
+// 30-70 us after a 30-35 us own part, splits 68-118 us), slower than a
+// whole copy: as if the two shared a CPU (not verified). Such phases
+// come and go between runs and within one. So from SplitMin
 // each size class takes whichever of split and whole single copy has been
 // faster lately, as pickCMA chooses between single copy and segments
 // below CMAMin (splitCost: the same fetchCost, the split its first
