@@ -31,11 +31,13 @@ import (
 // the huge-page-backed send buffer is already fast. And it pays only
 // while both processes run at once on CPUs of their own: 1 MiB fetches of
 // a ping-pong (load 0.7-2) split in 25-30 us where the sender answered
-// at once, against 49-58 whole; in other runs, as alike by their
-// placement, the sender's part came after the receiver's (its WDone
-// 30-70 us after a 30-35 us own part, splits 68-118 us), slower than a
-// whole copy: as if the two shared a CPU (not verified). Such phases
-// come and go between runs and within one. So from SplitMin
+// at once, against 49-58 whole; in other runs of the same placement,
+// each process on its own CPU, the sender's process_vm_writev of its half
+// took 60-120 us instead of 30-40 (the receiver's WDone 30-70 us after
+// its 30-35 us own part, splits 68-118 us), slower than a whole copy:
+// presumably a receive buffer in 4 KiB pages rather than huge ones (not
+// verified). It differs between runs and between the two directions of
+// one ping-pong. So from SplitMin
 // each size class takes whichever of split and whole single copy has been
 // faster lately, as pickCMA chooses between single copy and segments
 // below CMAMin (splitCost: the same fetchCost, the split its first
