@@ -3,8 +3,10 @@ package shm
 import (
 	"bytes"
 	"encoding/binary"
+	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gofi-dev/fi/transport"
 )
@@ -313,5 +315,25 @@ func TestSplitCopy_ChoiceFollowsCosts(t *testing.T) {
 	sendSplit(t, p, seqMsg(7, 1<<20))
 	if p.b.splits != 4 {
 		t.Fatalf("after a split slower than the whole copy: %d splits, want 4", p.b.splits)
+	}
+}
+
+// A split copy's receive buffer is backed by huge pages, as a large send
+// buffer is: the sender's write pins its pages.
+func TestSplitCopy_AdvisesTheReceiveBuffer(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{CMAMin: 1})
+	if !p.a.CMA() || p.b.splitMin == 0 || p.b.hugeMin == 0 || runtime.GOMAXPROCS(0) == 1 {
+		t.Skip("single copy, split copies or huge-page hints off here, or one P")
+	}
+	p.send(transport.KindMsg, seqMsg(1, 8)) // connect a -> b
+	p.until("the first message", func() bool { return p.sb.n == 1 })
+	n := p.b.huge.advised
+	got := sendSplit(t, p, seqMsg(2, max(p.b.splitMin, p.b.hugeMin, 1<<20)))
+	if p.b.splits != 1 {
+		t.Fatalf("%d splits, want 1", p.b.splits)
+	}
+	if blk := uintptr(unsafe.Pointer(&got[0])) &^ (hugeSize - 1); !p.b.huge.has(blk) || p.b.huge.advised == n {
+		t.Fatalf("the receive buffer's block was not advised (%d blocks before, %d after)", n, p.b.huge.advised)
 	}
 }
