@@ -43,4 +43,6 @@ run() {
 	wait "$p"
 }
 bound=unbound
-[ "$BIND" = 1 ] && bound="bound initiator CPU $bind0 target CPU $bind1"
+if [ "$BIND" = 1 ]; then
+	bound="bound initiator CPU $bind0 target CPU $bind1"
+fi
