@@ -101,9 +101,10 @@ func SplitMin() int {
 
 // splitCost is one size class's recent cost of split and whole single
 // copies: a fetchCost whose first method (cma) is the split and whose
-// other (seg) is the whole copy. The split goes first: where it loses
-// (near, about 9% at 1 MiB) the first bursts cost little, where it wins
-// (far, 2x) the whole copy would cost twice.
+// other (seg) is the whole copy. The split goes first: where it wins
+// (about 2x at 1 MiB) the whole copy would cost its first fetches twice,
+// where it loses the back-off (splitBackoff) already keeps most of them
+// whole.
 type splitCost struct{ c fetchCost }
 
 // pick reports whether the class's next copy is split, and whether it is
@@ -123,9 +124,11 @@ func (s *splitCost) note(split, explore bool, d time.Duration) {
 func (s *splitCost) splitFaster() bool { return !s.c.segFaster() }
 
 // splitAt returns where the receiver's part of a want-byte copy ends (the
-// sender writes [at, want)), or 0 when the copy is not split; timed and
-// explore say whether the whole copy it chose instead feeds sc (not while
-// backing off from a late sender) and whether it is a try.
+// sender writes [at, want)), or 0 when the copy is not split. sc, when
+// not nil, is the size class whose samples the copy feeds (nil below
+// SplitMin), and explore says whether it is a try of the method not in
+// use; a whole copy while backing off from a late sender is a plain
+// sample.
 func (t *Transport) splitAt(p *peer, want int) (at int, sc *splitCost, explore bool) {
 	if t.splitMin == 0 || want < t.splitMin || p.dead {
 		return 0, nil, false
