@@ -214,7 +214,7 @@ func TestSplitCostPicks(t *testing.T) {
 	}
 	// Near: the whole copy is faster (80 against 90 us).
 	n := 100 * exploreEvery
-	splits, ex := splitRun(&s, n, splitCosts(90*us, 80*us))
+	splits, ex := splitRun(&s, n, costs(90*us, 80*us))
 	if splits > n/20 || ex == 0 || ex > n/20 {
 		t.Errorf("near: %d of %d copies split, %d explored", splits, n, ex)
 	}
@@ -222,7 +222,7 @@ func TestSplitCostPicks(t *testing.T) {
 		t.Error("near: split still looks faster")
 	}
 	// The placement changes (far): the split is twice as fast.
-	splits, ex = splitRun(&s, n, splitCosts(97*us, 191*us))
+	splits, ex = splitRun(&s, n, costs(97*us, 191*us))
 	if splits < n-n/10 || ex == 0 || ex > n/20 {
 		t.Errorf("far: %d of %d copies split, %d explored", splits, n, ex)
 	}
@@ -230,24 +230,15 @@ func TestSplitCostPicks(t *testing.T) {
 		t.Error("far: split does not look faster")
 	}
 	// And back near.
-	splits, _ = splitRun(&s, n, splitCosts(90*us, 80*us))
+	splits, _ = splitRun(&s, n, costs(90*us, 80*us))
 	if splits > n/10 {
 		t.Errorf("near again: %d of %d copies split", splits, n)
 	}
 	// Split faster from the start: it stays in use.
 	var f splitCost
-	splits, ex = splitRun(&f, n, splitCosts(97*us, 191*us))
+	splits, ex = splitRun(&f, n, costs(97*us, 191*us))
 	if splits < n-n/20 || ex == 0 {
 		t.Errorf("far from the start: %d of %d copies split, %d explored", splits, n, ex)
-	}
-}
-
-func splitCosts(split, whole time.Duration) func(int, bool) time.Duration {
-	return func(_ int, s bool) time.Duration {
-		if s {
-			return split
-		}
-		return whole
 	}
 }
 
