@@ -41,6 +41,8 @@ var (
 	// (its peer failed or restarted) while gnet still had bytes of it to
 	// deliver: they belong to an ended incarnation of the peer.
 	errDetached = errors.New("net: frame on a torn-down connection")
+	// errEnroll: gnet took a dialed socket but never opened it.
+	errEnroll = fmt.Errorf("net: event loop did not open the connection: %w", unix.ECONNRESET)
 )
 
 // tconn is one TCP connection. Loop-owned fields are touched only by the
@@ -334,7 +336,7 @@ func (p *peer) dialLocked() *tconn {
 func (t *Transport) dial(tc *tconn, ap netip.AddrPort) {
 	defer t.dials.Done()
 	defer t.dialing.Add(-1)
-	nc, err := connect(ap, t.cfg.DialTimeout)
+	nc, err := connect(ap, t.cfg.DialTimeout, t.connected)
 	if err != nil {
 		t.dialFailed(tc, err)
 		return
@@ -344,22 +346,72 @@ func (t *Transport) dial(tc *tconn, ap netip.AddrPort) {
 		t.dialFailed(tc, errClosing)
 		return
 	}
+	if nc.RemoteAddr() == nil {
+		// The peer reset the connection before it was wrapped (a peer
+		// dying with our connect in its accept queue): getpeername
+		// failed, and gnet's Register would panic on the nil address in
+		// its worker (recovered there, silently) and report nothing.
+		nc.Close()
+		t.dialFailed(tc, unix.ECONNRESET)
+		return
+	}
+	// Whatever becomes of the enrolment, a connection that is not ready
+	// (handshake done) or gone within DialTimeout fails (openExpired).
+	timer := time.AfterFunc(t.cfg.DialTimeout, func() { t.openExpired(tc) })
 	ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), tc), nc)
 	ch, err := t.eng.Register(ctx)
 	if err != nil {
+		timer.Stop()
 		nc.Close()
 		t.dialFailed(tc, err)
 		return
 	}
 	select {
-	case res := <-ch:
-		if res.Err != nil {
-			t.dialFailed(tc, res.Err)
+	case res, ok := <-ch:
+		switch {
+		case !ok:
+			err = errEnroll // its worker ended (panicked) without an answer
+		case res.Err != nil:
+			err = res.Err
+		case !t.opened(tc):
+			// gnet answered without opening the connection (its poller
+			// refused the descriptor, which it then closed): no OnOpen
+			// and no OnClose will ever come.
+			err = errEnroll
+		default:
+			return // opened: the handshake goes on, openExpired watches it
 		}
 	case <-time.After(t.cfg.DialTimeout):
 		// The loop stopped (or is wedged) before enrolling the socket.
-		t.dialFailed(tc, unix.ETIMEDOUT)
+		err = unix.ETIMEDOUT
 	}
+	timer.Stop()
+	t.dialFailed(tc, err)
+}
+
+// opened reports whether gnet opened the dialed connection tc (OnOpen ran).
+func (t *Transport) opened(tc *tconn) bool {
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return tc.gc != nil
+}
+
+// openExpired fails a dialed connection still opening DialTimeout after
+// its connect succeeded: enrolled but not opened by gnet, or opened but
+// the handshake not done (a peer that accepted and never answered, or
+// that died in between). Everything queued on it fails with ETIMEDOUT and
+// the peer is torn down, so no gnet quirk and no silent peer can hang a
+// send (a timer goroutine).
+func (t *Transport) openExpired(tc *tconn) {
+	p := tc.peer
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if tc.ready || tc.detached || tc.closed || p.tx != tc || t.closing.Load() {
+		return
+	}
+	t.openTimeouts.Add(1)
+	p.teardownLocked(transport.ETimedOut, nil)
 }
 
 func (t *Transport) dialFailed(tc *tconn, err error) {
@@ -383,7 +435,7 @@ func (t *Transport) dialFailed(tc *tconn, err error) {
 // keeps polling (busy) and whose event loop sleeps in its own epoll set,
 // that took 3-4 ms on loopback (sysmon's poll), the most of a new peer's
 // first round trip. A zoned IPv6 address goes through Go's dialer.
-func connect(ap netip.AddrPort, timeout time.Duration) (stdnet.Conn, error) {
+func connect(ap netip.AddrPort, timeout time.Duration, connected func(fd int)) (stdnet.Conn, error) {
 	addr := ap.Addr()
 	var sa unix.Sockaddr
 	family := unix.AF_INET
@@ -410,6 +462,9 @@ func connect(ap netip.AddrPort, timeout time.Duration) (stdnet.Conn, error) {
 	if err != nil {
 		unix.Close(fd)
 		return nil, err
+	}
+	if connected != nil {
+		connected(fd)
 	}
 	f := os.NewFile(uintptr(fd), "gofi-dial")
 	nc, err := stdnet.FileConn(f) // a dup; gnet dups it again and closes nc
@@ -513,8 +568,13 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		tc = newTconn(t)
 		c.SetContext(tc)
 	}
-	tc.gc = c
-	tc.fd = c.Fd()
+	if p := tc.peer; p != nil {
+		p.mu.Lock() // a dialed connection: its dial and openExpired read gc
+		tc.gc, tc.fd = c, c.Fd()
+		p.mu.Unlock()
+	} else {
+		tc.gc, tc.fd = c, c.Fd()
+	}
 	if !tc.shaking {
 		tc.shaking = true // the loop is not borrowed until it is ready
 		t.handshakes.Add(1)
@@ -1082,7 +1142,9 @@ func (tc *tconn) attach() error {
 		p.peerWindow = window
 		p.credit += window - minWindow
 	}
-	tc.peer = p
+	if !tc.dialed {
+		tc.peer = p // a dialed one has had it from the start (its dial and openExpired read it)
+	}
 	tc.state = stReady
 	tc.ready = true
 	tc.doneShaking()

@@ -2,8 +2,10 @@ package net
 
 import (
 	"errors"
+	"io"
 	stdnet "net"
 	"net/netip"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,7 +25,7 @@ func TestConnect_ReachesIPv4AndIPv6(t *testing.T) {
 		}
 		defer l.Close()
 		ap := netip.MustParseAddrPort(l.Addr().String())
-		nc, err := connect(ap, 5*time.Second)
+		nc, err := connect(ap, 5*time.Second, nil)
 		if err != nil {
 			t.Fatalf("connect %v: %v", ap, err)
 		}
@@ -53,10 +55,10 @@ func TestConnect_RefusedAndUnreachable(t *testing.T) {
 	}
 	ap := netip.MustParseAddrPort(l.Addr().String())
 	l.Close()
-	if _, err := connect(ap, 5*time.Second); !errors.Is(err, unix.ECONNREFUSED) {
+	if _, err := connect(ap, 5*time.Second, nil); !errors.Is(err, unix.ECONNREFUSED) {
 		t.Fatalf("connect to a closed port: %v, want ECONNREFUSED", err)
 	}
-	nc, err := connect(netip.MustParseAddrPort("192.0.2.1:9"), 50*time.Millisecond)
+	nc, err := connect(netip.MustParseAddrPort("192.0.2.1:9"), 50*time.Millisecond, nil)
 	if err == nil {
 		nc.Close()
 		t.Fatal("connect to TEST-NET-1 succeeded")
@@ -93,7 +95,7 @@ func TestConnect_SelfConnectionIsRecognised(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	nc, err := connect(netip.MustParseAddrPort(l.Addr().String()), 5*time.Second)
+	nc, err := connect(netip.MustParseAddrPort(l.Addr().String()), 5*time.Second, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,4 +108,109 @@ func TestConnect_SelfConnectionIsRecognised(t *testing.T) {
 	if selfConnected(int(f.Fd())) {
 		t.Fatal("an ordinary connection was taken for a self-connection")
 	}
+}
+
+// A dial whose peer resets the connection between connect and the
+// enrolment in gnet (a peer dying with our connect in its accept queue)
+// fails its queued send with ECONNRESET and PeerDown follows. Before the
+// fix the reset socket had no remote address, gnet's Register panicked on
+// it inside its worker pool (recovered there, logged to our silent
+// logger) and closed its answer channel without a value: the dial took
+// that for success, no OnOpen or OnClose ever came, and the send hung.
+func TestDial_ResetBeforeEnrollFails(t *testing.T) {
+	l, err := stdnet.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a := listen(t, Config{})
+	as := newSink()
+	var once atomic.Bool
+	reset := make(chan error, 1)
+	a.connected = func(fd int) {
+		if !once.CompareAndSwap(false, true) {
+			return
+		}
+		reset <- resetAccepted(l, fd)
+	}
+	p, c := a.Resolve(encodeSockaddr(l.Addr().(*stdnet.TCPAddr).AddrPort()))
+	if c != transport.OK {
+		t.Fatalf("Resolve: %d", c)
+	}
+	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{[]byte("ping")}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	pollUntil(t, "the send's failure", func() bool { _, ok := as.sendDone[1]; return ok && len(as.downs) > 0 }, a, as)
+	if err := <-reset; err != nil {
+		t.Fatal(err)
+	}
+	if code := as.sendDone[1]; code != transport.EConnReset {
+		t.Fatalf("send to a peer that reset before the enrolment: code %d, want ECONNRESET (%d)", code, transport.EConnReset)
+	}
+	if len(as.downs) != 1 || as.downs[0] != transport.EConnReset {
+		t.Fatalf("PeerDown %v, want one ECONNRESET", as.downs)
+	}
+}
+
+// resetAccepted accepts the connection fd made to l, resets it (linger 0)
+// and waits until fd has seen the reset (getpeername fails).
+func resetAccepted(l stdnet.Listener, fd int) error {
+	sc, err := l.Accept()
+	if err != nil {
+		return err
+	}
+	if err := sc.(*stdnet.TCPConn).SetLinger(0); err != nil {
+		return err
+	}
+	sc.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := unix.Getpeername(fd); err != nil {
+			return nil
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return errors.New("the dialed socket never saw the reset")
+}
+
+// A peer that accepts the connection and never answers the handshake
+// fails the send queued on it with ETIMEDOUT once DialTimeout passed
+// (openExpired), PeerDown follows and the socket is closed: a connection
+// that never opens cannot hang a send.
+func TestDial_SilentPeerTimesOut(t *testing.T) {
+	l, err := stdnet.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	a := listen(t, Config{DialTimeout: 200 * time.Millisecond})
+	as := newSink()
+	p, c := a.Resolve(encodeSockaddr(l.Addr().(*stdnet.TCPAddr).AddrPort()))
+	if c != transport.OK {
+		t.Fatalf("Resolve: %d", c)
+	}
+	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{[]byte("ping")}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	sc, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	pollUntil(t, "the send's failure", func() bool { _, ok := as.sendDone[1]; return ok && len(as.downs) > 0 }, a, as)
+	if code := as.sendDone[1]; code != transport.ETimedOut {
+		t.Fatalf("send to a silent peer: code %d, want ETIMEDOUT (%d)", code, transport.ETimedOut)
+	}
+	if len(as.downs) != 1 || as.downs[0] != transport.ETimedOut {
+		t.Fatalf("PeerDown %v, want one ETIMEDOUT", as.downs)
+	}
+	if n := a.openTimeouts.Load(); n != 1 {
+		t.Fatalf("openExpired failed %d connections, want 1", n)
+	}
+	// Our end is closed: the peer reads our HELLO, then EOF.
+	_ = sc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, sc); err != nil {
+		t.Fatalf("the silent peer's connection was not closed: %v", err)
+	}
+	pollUntil(t, "the handshake's end", func() bool { return a.handshakes.Load() == 0 }, a, as)
 }

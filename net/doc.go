@@ -8,7 +8,10 @@
 // Listen starts one gnet engine (an acceptor and one event loop) on the
 // configured address. Outbound connections are made lazily on the first
 // Send to a peer: a goroutine dials (with a timeout) and enrolls the socket
-// in the loop, so the loop never blocks on connect. Every connection starts
+// in the loop, so the loop never blocks on connect. A dialed connection
+// that is not open and through its handshake within the same timeout
+// after its connect fails what was queued on it (ETIMEDOUT), whatever held
+// it up: a dead peer gives errors, never a hang. Every connection starts
 // with a handshake (HELLO carrying the listening address, pid, a random
 // instance id, a nonce and the receive window; then, when an auth key is
 // configured, an HMAC proof over both HELLOs). A peer is identified by the

@@ -50,7 +50,10 @@ type Config struct {
 	SendQueue int
 	// Handoff is the size of the loop-to-Poll ring (default 4 MiB).
 	Handoff int
-	// DialTimeout bounds a connect (default 5 s).
+	// DialTimeout bounds a connect (default 5 s), and again the opening
+	// of the connection it made (gnet's enrolment and the handshake): a
+	// dialed connection not ready by then fails what is queued on it with
+	// ETIMEDOUT and the peer goes down.
 	DialTimeout time.Duration
 	// LoopOnly keeps Poll from borrowing the gnet loop to read sockets
 	// itself (see own.go); every byte is then read by the loop.
@@ -179,6 +182,7 @@ type Transport struct {
 	tickPolls    uint64       // ownPolls at the parked loop's last tick (loop, under own)
 	idleTicks    int          // ticks in a row without a Poll (loop, under own)
 	handshakes   atomic.Int32 // connections opened, not yet ready or closed
+	openTimeouts atomic.Int32 // dialed connections failed by openExpired (tests)
 	retired      atomic.Int32 // duplicate connections retired (tests)
 	pushes       atomic.Int64 // PUSH frames received (tests)
 	pushDirect   atomic.Int64 // of them, read straight into the engine's buffers (tests)
@@ -194,6 +198,9 @@ type Transport struct {
 	handbacks atomic.Int64
 	// dialing counts dial goroutines started and not yet running.
 	dialing atomic.Int32
+	// connected, when set (tests), runs on a dial's socket right after its
+	// connect succeeded, before it is wrapped and enrolled.
+	connected func(fd int)
 	// handedBack: ownerPoll just handed the loop back (Poll's goroutine).
 	handedBack bool
 	// wrote: a frame went to its socket whole since Poll last looked
