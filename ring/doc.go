@@ -36,8 +36,11 @@
 //   - Invariant: the header word at the first unpublished position (the
 //     consumer's read position once it has caught up) is 0. Init zeroes
 //     the word at position 0; publishing zeroes the word just after the
-//     last record published before any of them becomes visible. (Space for
-//     that word is part of every reservation.)
+//     last record published before any of them becomes visible, unless it
+//     is zero already: after each publication the producer zeroes free
+//     space up to the end of the next cache line (zeroAhead), and keeps
+//     the mark to which it knows the data area is zero. (Space for that
+//     word is part of every reservation.)
 //   - The producer writes payloads, the headers of all but the first
 //     record of a batch and the zero word after the batch with plain
 //     stores, then publishes with one atomic Store of the first record's

@@ -244,7 +244,7 @@ func newRing(mem []byte, capacity int, head, tail uint64) *Ring {
 		head:       word64(mem, offHead),
 		corruptW:   word32(mem, offCorrupt),
 	}
-	r.p.tail, r.p.pub, r.p.head, r.p.hint = tail, tail, head, tail
+	r.p.tail, r.p.pub, r.p.head, r.p.hint, r.p.zero = tail, tail, head, tail, tail
 	r.p.resv = -1
 	r.c.head, r.c.pub = head, head
 	return r

@@ -305,6 +305,24 @@ func TestProperty_RandomOpsMatchModel(t *testing.T) {
 						}
 					}
 				}
+				if rng.IntN(4) == 0 { // TryWrite: Reserve, Commit, Publish in one
+					data := make([]byte, n)
+					for i := range data {
+						data[i] = byte(rng.Uint32())
+					}
+					typ := uint16(rng.Uint32())
+					err := r.TryWrite(typ, data)
+					if fits != (err == nil) || (!fits && err != ring.ErrFull) {
+						t.Fatalf("cap %d op %d: TryWrite(%d) = %v, model fits=%v", capacity, op, n, err, fits)
+					}
+					if err == nil {
+						pos += padding + need
+						model = append(model, committed...)
+						model = append(model, rec{typ, data, padding, need})
+						committed = committed[:0]
+					}
+					continue
+				}
 				b, err := r.Reserve(n)
 				if fits != (err == nil) || (!fits && err != ring.ErrFull) {
 					t.Fatalf("cap %d op %d: Reserve(%d) = %v, model fits=%v", capacity, op, n, err, fits)
