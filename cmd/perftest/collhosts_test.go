@@ -13,8 +13,10 @@ package main
 // GOFI_BENCH_COLL_HOSTS_ROUNDS sets the rounds (default 5),
 // GOFI_BENCH_COLL_HOSTS_SIZES the sizes (default 8,1k,64k,1m,16m),
 // GOFI_BENCH_COLL_HOSTS_RANKS the rank counts (default 2; half on each
-// host). At 4 ranks (two per host on this 2-CPU machine) both sides are
+// host), GOFI_BENCH_COLL_HOSTS_ITERS the timed calls per size (default
+// 50). At 4 ranks (two per host on this 2-CPU machine) both sides are
 // oversubscribed and MPICH over UCX's tcp once hung after its table,
+// and at 2 ranks with 2000 calls once in its 1 KiB allreduce, each time
 // until the run's 5-minute limit.
 
 import (
@@ -72,7 +74,14 @@ func TestColl_TwoHostsAgainstMPICH(t *testing.T) {
 		}
 	}
 	nt := hosts.New(t, 2, nil)
-	args := []string{"-c", "allreduce", "-S", sizes, "-I", "50", "-x", "5"}
+	iters := "50"
+	if v := os.Getenv("GOFI_BENCH_COLL_HOSTS_ITERS"); v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("GOFI_BENCH_COLL_HOSTS_ITERS=%q: want a count from 1", v)
+		}
+		iters = v
+	}
+	args := []string{"-c", "allreduce", "-S", sizes, "-I", iters, "-x", "5"}
 	type key struct {
 		tool string
 		n    int
