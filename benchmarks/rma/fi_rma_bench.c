@@ -16,9 +16,12 @@
  * and prints lines "test size value [p99]", the format perftest rma
  * prints. Delivery-complete writes, as gofi's completions always are.
  *
+ * -t names the tests to run (comma-separated, as perftest rma's -tests),
+ * so that a profile or perf stat sees one of them alone.
+ *
  *   cc -O2 -o fi_rma_bench fi_rma_bench.c -lfabric
  *   ./fi_rma_bench -p shm -s 8,4096,65536,1048576 -n 2000 -w 16
- *   ./fi_rma_bench -p 'tcp;ofi_rxm'
+ *   ./fi_rma_bench -p 'tcp;ofi_rxm' -s 8 -t write-lat,read-lat
  */
 #include "../fibench.h"
 
@@ -90,21 +93,37 @@ static void bandwidth(struct ctx *c, int rd, size_t size, int total, int window)
 }
 
 static int imax(int a, int b) { return a > b ? a : b; }
+
+/* wanted reports whether test is named in the comma-separated list. */
+static int wanted(const char *list, const char *test)
+{
+	size_t n = strlen(test);
+	for (const char *p = list; *p;) {
+		const char *e = strchr(p, ',');
+		size_t k = e ? (size_t)(e - p) : strlen(p);
+		if (k == n && strncmp(p, test, n) == 0)
+			return 1;
+		p += k + (e != NULL);
+	}
+	return 0;
+}
 static int imin(int a, int b) { return a < b ? a : b; }
 
 int main(int argc, char **argv)
 {
 	const char *prov = "shm";
 	char sizes_arg[256] = "8,4096,65536,1048576";
+	const char *tests = "write-lat,read-lat,write-bw,read-bw";
 	int iters = 2000, window = 16, c;
-	while ((c = getopt(argc, argv, "p:s:n:w:")) != -1) {
+	while ((c = getopt(argc, argv, "p:s:n:w:t:")) != -1) {
 		switch (c) {
 		case 'p': prov = optarg; break;
 		case 's': snprintf(sizes_arg, sizeof sizes_arg, "%s", optarg); break;
 		case 'n': iters = atoi(optarg); break;
 		case 'w': window = atoi(optarg); break;
+		case 't': tests = optarg; break;
 		default:
-			fprintf(stderr, "usage: %s [-p prov] [-s sizes] [-n iters] [-w window]\n", argv[0]);
+			fprintf(stderr, "usage: %s [-p prov] [-s sizes] [-n iters] [-w window] [-t tests]\n", argv[0]);
 			return 2;
 		}
 	}
@@ -126,11 +145,15 @@ int main(int argc, char **argv)
 	for (int i = 0; i < nsizes; i++) {
 		size_t size = sizes[i];
 		int lat = imax(10, imin(iters, (int)((long)iters * 4096 / (long)(size ? size : 1))));
-		latency(&cx, 0, size, lat);
-		latency(&cx, 1, size, lat);
+		if (wanted(tests, "write-lat"))
+			latency(&cx, 0, size, lat);
+		if (wanted(tests, "read-lat"))
+			latency(&cx, 1, size, lat);
 		int total = imax(4 * window, imin(20 * iters, (int)((256L << 20) / (long)(size ? size : 1))));
-		bandwidth(&cx, 0, size, total, window);
-		bandwidth(&cx, 1, size, total, window);
+		if (wanted(tests, "write-bw"))
+			bandwidth(&cx, 0, size, total, window);
+		if (wanted(tests, "read-bw"))
+			bandwidth(&cx, 1, size, total, window);
 	}
 	fi_close(&lmr->fid);
 	stop(&j);

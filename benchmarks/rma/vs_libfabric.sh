@@ -25,6 +25,23 @@
 # write bandwidth (> 1 gofi faster). The machine is shared: only same-run
 # ratios mean anything.
 #
+# How the targets wait, tcp, 8 B (perf record of 22 000 operations each,
+# fi_rma_bench -t write-lat,read-lat against perftest rma -tests
+# write-lat,read-lat, 2026-11-25, load 14-30): libfabric's target calls
+# fi_cq_read in a loop without a pause (fibench.h, serve), and each call
+# runs tcp;ofi_rxm's progress, a poll(2) of its sockets with a zero
+# timeout: 158-181 polls per operation on each side, no sleep and no
+# yield, so each process always wants a whole CPU. gofi's target makes no
+# call at all: its event loop reads the request, answers it and polls its
+# sockets for at most 100 us after the last traffic (sched_yield between
+# passes) before it sleeps in epoll_wait (net/spin.go): 1.3 reads and 1.3
+# yields per operation. The gofi-spin target polls its CQ in a loop like
+# libfabric's (Poll then reads the sockets itself, yielding when nothing
+# came), so gofi-spin against libfabric is the like-for-like comparison
+# (both targets spend a CPU); the gofi row is what libfabric's tcp cannot
+# do (a target that makes no call), and it spends a CPU only while
+# requests keep coming.
+#
 # Unbound (the default), the scheduler places the two processes, and on a
 # loaded 2-CPU host it often puts both on one CPU for a while: an 8-byte
 # tcp operation then costs both sides' system calls one after the other
