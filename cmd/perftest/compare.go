@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,8 +29,9 @@ func fiPingpongBin() string {
 }
 
 // ourPingpong runs one gofi pingpong of size: a peer process started here
-// and this process as the client.
-func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr io.Writer) (ppRow, error) {
+// and this process as the client. switches is the peer's involuntary
+// context switches and this process's during the run (-1: not known).
+func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr io.Writer) (row ppRow, switches int64, err error) {
 	wait := fab.wait
 	if wait == "" {
 		wait = "spin"
@@ -44,22 +46,28 @@ func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr 
 	}
 	p, err := startPeer(args, stderr)
 	if err != nil {
-		return ppRow{}, err
+		return ppRow{}, -1, err
 	}
 	o := &ppOpts{fab: fab, iters: iters, size: size, timeout: timeout, dst: "127.0.0.1", dstPort: p.port,
 		common: &commonOpts{json: true}, noPlace: true}
+	sw0 := selfInvoluntary()
 	rows, err := pingpongMain(o, io.Discard, stderr)
+	sw1 := selfInvoluntary()
 	if err != nil {
 		p.kill()
-		return ppRow{}, err
+		return ppRow{}, -1, err
 	}
 	if err := p.wait(timeout); err != nil {
-		return ppRow{}, fmt.Errorf("peer: %w", err)
+		return ppRow{}, -1, fmt.Errorf("peer: %w", err)
 	}
 	if len(rows) != 1 {
-		return ppRow{}, fmt.Errorf("pingpong returned %d rows", len(rows))
+		return ppRow{}, -1, fmt.Errorf("pingpong returned %d rows", len(rows))
 	}
-	return rows[0], nil
+	sw := int64(-1)
+	if sw0 >= 0 && sw1 >= 0 {
+		sw = addSwitches(sw1-sw0, involuntary(p.cmd.ProcessState))
+	}
+	return rows[0], sw, nil
 }
 
 // netPingpong measures Go's net package the same way: a ping-pong of
@@ -189,11 +197,11 @@ func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds in
 			v := roundVals{place: roundPlace{before: last}}
 			if withOurs {
 				prog.set("%s pingpong %s: gofi, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
-				ours, err := ourPingpong(fab, size, row.iters, timeout, stderr)
+				ours, sw, err := ourPingpong(fab, size, row.iters, timeout, stderr)
 				if err != nil {
 					return out, err
 				}
-				v.ours, v.hasOurs = measure{usec: ours.usecPerXfer(), mbps: ours.mbps()}, true
+				v.ours, v.hasOurs = measure{usec: ours.usecPerXfer(), mbps: ours.mbps(), switches: sw}, true
 			}
 			if withNet {
 				prog.set("%s pingpong %s: Go net, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
@@ -313,6 +321,7 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 				printCompareTable(stdout, split[c], withOurs, c)
 			}
 		}
+		printRounds(stdout, rows)
 	}
 	return o.common.finish(rep, stdout, stderr)
 }
@@ -397,4 +406,42 @@ func (p *progress) done() {
 		fmt.Fprintf(p.w, "\r%*s\r", p.width, "")
 		p.width = 0
 	}
+}
+
+// printRounds lists every round's figures in the order run, with the
+// involuntary context switches of each tool's two processes per 1000
+// iterations: a ping-pong whose processes had a CPU each switches a few
+// times per run (gofi's runtime threads now and then), one whose two
+// processes shared a CPU, or shared it with another program, at about
+// every transfer. A median hides which rounds those were.
+func printRounds(w io.Writer, rows []compareRow) {
+	fmt.Fprintf(w, "# rounds in order: usec/xfer [involuntary context switches of both processes per 1000 iterations] placement\n")
+	for _, r := range rows {
+		var ours, theirs strings.Builder
+		for _, v := range r.rounds {
+			pl := v.place.class()
+			if v.hasOurs {
+				fmt.Fprintf(&ours, " %.2f [%s] %s", v.ours.usec, perKilo(v.ours.switches, r.iters), pl)
+			}
+			if v.hasTheirs {
+				fmt.Fprintf(&theirs, " %.2f [%s] %s", v.theirs.usec, perKilo(v.theirs.switches, r.iters), pl)
+			}
+		}
+		fmt.Fprintf(w, "# %s x %s gofi:%s; libfabric:%s\n", sizeStr(int64(r.size)), cntStr(int64(r.iters)), orNone(ours.String()), orNone(theirs.String()))
+	}
+}
+
+// perKilo is n per 1000 of iters ("-" when n is not known).
+func perKilo(n int64, iters int) string {
+	if n < 0 || iters <= 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", float64(n)*1000/float64(iters))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return " -"
+	}
+	return s
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -52,5 +53,46 @@ func TestReport_StampsResultsWithThePlacement(t *testing.T) {
 	}
 	if rep.Placement.Class != "near" || rep.PlacementEnd.Class != "far" {
 		t.Fatalf("start %+v, end %+v", rep.Placement, rep.PlacementEnd)
+	}
+}
+
+// printRounds lists each round's figures in order with both tools'
+// context switches per 1000 iterations ("-" when not known).
+func TestCompare_PrintsRoundsWithTheirSwitches(t *testing.T) {
+	near := &Placement{RTNs: 80, Class: "near"}
+	far := &Placement{RTNs: 400, Class: "far"}
+	row := compareRow{size: 4096, iters: 10000, rounds: []roundVals{
+		{ours: measure{usec: 0.84, switches: 170}, theirs: measure{usec: 1.03, switches: 20}, hasOurs: true, hasTheirs: true,
+			place: roundPlace{near, near}},
+		{ours: measure{usec: 2.5, switches: 20090}, theirs: measure{usec: 7.5, switches: -1}, hasOurs: true, hasTheirs: true,
+			place: roundPlace{near, far}},
+	}}
+	var b strings.Builder
+	printRounds(&b, []compareRow{row, {size: 8, iters: 100}})
+	for _, want := range []string{
+		"# 4k x 10k gofi: 0.84 [17] near 2.50 [2009] mixed; libfabric: 1.03 [2] near 7.50 [-] mixed\n",
+		"# 8 x 100 gofi: -; libfabric: -\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Fatalf("rounds:\n%s\nlack %q", b.String(), want)
+		}
+	}
+}
+
+// involuntary reads an exited child's count; addSwitches keeps "not
+// known" (-1).
+func TestInvoluntarySwitches(t *testing.T) {
+	c := exec.Command("true")
+	if err := c.Run(); err != nil {
+		t.Skip(err)
+	}
+	if n := involuntary(c.ProcessState); n < 0 {
+		t.Fatalf("exited child: %d involuntary switches", n)
+	}
+	if involuntary(nil) != -1 || selfInvoluntary() < 0 {
+		t.Fatal("no process: want -1; this process: want a count")
+	}
+	if addSwitches(3, 4) != 7 || addSwitches(-1, 4) != -1 || addSwitches(3, -1) != -1 {
+		t.Fatal("addSwitches")
 	}
 }

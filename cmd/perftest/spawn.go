@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -186,7 +187,14 @@ func fiPingpong(bin, prov string, tagged bool, size, iters int, timeout time.Dur
 			return measure{}, fmt.Errorf("fi_pingpong client did not finish within %v", limit)
 		}
 		if err == nil {
-			return parsePPRow(out.String(), size)
+			m, perr := parsePPRow(out.String(), size)
+			select { // the server exits after the client
+			case <-srvDone:
+				srvDone <- nil // for the deferred wait
+			case <-time.After(timeout):
+			}
+			m.switches = addSwitches(involuntary(cli.ProcessState), involuntary(srv.ProcessState))
+			return m, perr
 		}
 		if strings.Contains(errb.String(), "failed to connect") && time.Now().Before(deadline) {
 			time.Sleep(20 * time.Millisecond) // server not listening yet
@@ -221,8 +229,43 @@ func freePort() (int, error) {
 }
 
 // measure is one run's figures for a size: microseconds per transfer and
-// MB/s.
-type measure struct{ usec, mbps float64 }
+// MB/s, and switches: the involuntary context switches of the run's two
+// processes over their lives (-1: not known), the sign of a shared CPU.
+type measure struct {
+	usec, mbps float64
+	switches   int64
+}
+
+// involuntary returns the involuntary context switches of an exited
+// process (the kernel counts one each time another thread took the CPU
+// from it, and each sched_yield that ran another thread), or -1.
+func involuntary(ps *os.ProcessState) int64 {
+	if ps == nil {
+		return -1
+	}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Nivcsw
+	}
+	return -1
+}
+
+// selfInvoluntary returns this process's involuntary context switches so
+// far (all its threads), or -1.
+func selfInvoluntary() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return -1
+	}
+	return ru.Nivcsw
+}
+
+// addSwitches sums two processes' counts (-1 when either is unknown).
+func addSwitches(a, b int64) int64 {
+	if a < 0 || b < 0 {
+		return -1
+	}
+	return a + b
+}
 
 // parsePPRow reads the figures for size from fi_pingpong's output (its own
 // usec/xfer and MB/sec columns: its time column is too coarse to

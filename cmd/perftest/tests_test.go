@@ -302,4 +302,7 @@ func TestPingpongCompare_PrintsRatiosAgainstFiPingpong(t *testing.T) {
 	if !regexp.MustCompile(`# placement .*: 1 of 1 rounds (near|far|mixed)`).MatchString(out) {
 		t.Fatalf("no placement line for the round:\n%s", out)
 	}
+	if !regexp.MustCompile(`(?m)^# 64 x 100 gofi: ` + num + ` \[\d+\] (near|far|mixed); libfabric: `).MatchString(out) {
+		t.Fatalf("no rounds line with gofi's context switches:\n%s", out)
+	}
 }
