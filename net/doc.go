@@ -11,7 +11,10 @@
 // in the loop, so the loop never blocks on connect. A dialed connection
 // that is not open and through its handshake within the same timeout
 // after its connect fails what was queued on it (ETIMEDOUT), whatever held
-// it up: a dead peer gives errors, never a hang. Every connection starts
+// it up: a dead peer gives errors, never a hang. A peer that vanishes
+// without a FIN or a RST (host down, link cut) is found by TCP keepalive
+// when idle and by TCP_USER_TIMEOUT when bytes of ours wait for its
+// acknowledgement, both after Config.KeepAlive + 3 s. Every connection starts
 // with a handshake (HELLO carrying the listening address, pid, a random
 // instance id, a nonce and the receive window; then, when an auth key is
 // configured, an HMAC proof over both HELLOs). A peer is identified by the

@@ -4,12 +4,17 @@ import (
 	"bufio"
 	"context"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/transport"
 )
 
@@ -105,4 +110,121 @@ func runChildPeer() {
 		}
 	}
 	os.Exit(0)
+}
+
+// TestPeerVanished_PendingOpsFail: a peer that vanishes without a FIN or
+// a RST (its host down, the link cut) while a rendezvous send, an RMA read
+// and a fetching atomic wait for its answers: each fails and PeerDown
+// follows, after the user timeout (KeepAlive + 3 s), not the kernel's
+// ~15 minutes of retransmissions (keepalive probes do not go out while
+// data is unacknowledged). The two endpoints run in a child process in a
+// network namespace of its own, whose loopback the test takes down.
+func TestPeerVanished_PendingOpsFail(t *testing.T) {
+	if os.Getenv(childEnv) == "vanish" {
+		vanishChild(t)
+		return
+	}
+	if testing.Short() {
+		t.Skip("multi-process test")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out []byte
+	var err error
+	for _, attr := range []*syscall.SysProcAttr{
+		{Cloneflags: syscall.CLONE_NEWNET},
+		{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}},
+	} {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestPeerVanished_PendingOpsFail$", "-test.v")
+		cmd.Env = append(os.Environ(), childEnv+"=vanish")
+		cmd.SysProcAttr = attr
+		out, err = cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if err == nil || errors.As(err, &ee) {
+			break // it ran
+		}
+	}
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Skipf("cannot start a process in a network namespace of its own: %v", err)
+	}
+	t.Logf("child:\n%s", out)
+	if err != nil {
+		t.Fatalf("child: %v", err)
+	}
+}
+
+// vanishChild is TestPeerVanished_PendingOpsFail's process in its own
+// network namespace.
+func vanishChild(t *testing.T) {
+	setLoopback(t, true)
+	cfg := Config{KeepAlive: time.Second}
+	a, b := listen(t, cfg), listen(t, cfg)
+	as, bs := newSink(), newSink()
+	rmaTarget(t, b)
+	p, c := a.Resolve(b.Name())
+	if c != transport.OK {
+		t.Fatalf("Resolve: %d", c)
+	}
+	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{[]byte("ping")}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	pollUntil(t, "the first message", func() bool { return len(bs.arrivals) == 1 }, a, as, b, bs)
+	setLoopback(t, false) // b vanishes: nothing more goes either way, no FIN, no RST
+	start := time.Now()
+	if done, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 2 << 20}, [][]byte{make([]byte, 2<<20)}, 2); done || c != transport.OK {
+		t.Fatalf("rendezvous Send: %v %d", done, c)
+	}
+	var rd, res, add [8]byte
+	add[0] = 1
+	reqs := []*transport.RMAReq{
+		{Kind: transport.RMARead, Local: [][]byte{rd[:]}, Remote: []transport.RMAIOV{{Addr: 0, Len: 8, Key: 7}}},
+		{Kind: transport.RMAFetch, Datatype: uint8(dtype.Uint64), Op: uint8(dtype.Sum),
+			Local: [][]byte{add[:]}, Result: [][]byte{res[:]}, Remote: []transport.RMAIOV{{Addr: 8, Len: 8, Key: 7}}},
+	}
+	for i, req := range reqs {
+		if done, c := a.RMA(p, req, transport.Op(3+i)); done || c != transport.OK {
+			t.Fatalf("RMA %d: %v %d", i, done, c)
+		}
+	}
+	pollUntil(t, "the pending operations' failures", func() bool { return len(as.sendDone) == 4 && len(as.downs) > 0 }, a, as)
+	for op := transport.Op(2); op <= 4; op++ {
+		if as.sendDone[op] == transport.OK {
+			t.Fatalf("operation %d completed OK to a vanished peer", op)
+		}
+	}
+	if len(as.downs) != 1 {
+		t.Fatalf("PeerDown %v, want one", as.downs)
+	}
+	t.Logf("failed %v after the peer vanished: codes %v, PeerDown %v", time.Since(start), as.sendDone, as.downs)
+}
+
+// setLoopback brings the loopback interface of the process's network
+// namespace up or down.
+func setLoopback(t *testing.T, up bool) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		t.Fatal(err)
+	}
+	flags := ifr.Uint16()
+	if up {
+		flags |= unix.IFF_UP
+	} else {
+		flags &^= unix.IFF_UP
+	}
+	ifr.SetUint16(flags)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -64,7 +64,10 @@ type Config struct {
 	// 100 us; negative disables.
 	SpinMax time.Duration
 	// KeepAlive is the idle time before TCP keepalive probes start
-	// (default 5 s; probes every second, 3 of them). Negative disables.
+	// (default 5 s; probes every second, 3 of them). Bytes of ours left
+	// unacknowledged for KeepAlive + 3 s end the connection as well
+	// (TCP_USER_TIMEOUT: a peer that vanished while an operation waits
+	// for its answer). Negative disables both.
 	KeepAlive time.Duration
 }
 
