@@ -71,6 +71,7 @@ type tconn struct {
 	pbuf       []byte
 	dead       bool // Poll saw it fail while owning the loop
 	shaking    bool // counted in t.handshakes (loop only)
+	gone       bool // gnet closed it (OnClose ran)
 	stalled    atomic.Bool
 	draining   atomic.Bool // closed by gnet with frames left to decode (closeTail)
 	closeErr   error       // why gnet closed it, while draining
@@ -567,6 +568,16 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if tc == nil {
 		tc = newTconn(t)
 		c.SetContext(tc)
+		// Inbound: a client that connects and never completes the
+		// handshake would hold the connection (and keep the loop from
+		// being borrowed or spinning, t.handshakes) for ever.
+		el := c.EventLoop()
+		time.AfterFunc(t.cfg.DialTimeout, func() {
+			_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
+				t.shakeExpired(tc, c)
+				return nil
+			}))
+		})
 	}
 	if p := tc.peer; p != nil {
 		p.mu.Lock() // a dialed connection: its dial and openExpired read gc
@@ -599,6 +610,16 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	tc.buildHello()
 	return tc.myHello[:], gnet.None
+}
+
+// shakeExpired closes an inbound connection c whose handshake is not done
+// DialTimeout after gnet opened it (on the loop).
+func (t *Transport) shakeExpired(tc *tconn, c gnet.Conn) {
+	if tc.gone || tc.gc != c || tc.state == stReady {
+		return
+	}
+	t.shakeTimeouts.Add(1)
+	_ = c.Close()
 }
 
 // keepAliveProbes is how many unanswered keepalive probes, one a second,
@@ -692,6 +713,7 @@ func (l *loop) OnClose(c gnet.Conn, err error) gnet.Action {
 	if tc == nil {
 		return gnet.None
 	}
+	tc.gone = true
 	tc.doneShaking()
 	p := tc.peer
 	if p == nil {

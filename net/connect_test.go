@@ -214,3 +214,24 @@ func TestDial_SilentPeerTimesOut(t *testing.T) {
 	}
 	pollUntil(t, "the handshake's end", func() bool { return a.handshakes.Load() == 0 }, a, as)
 }
+
+// A client that connects and never completes the handshake is closed once
+// DialTimeout passed: it would otherwise hold the connection, and keep
+// the loop from being borrowed or spinning (t.handshakes), for ever.
+func TestAccept_SilentClientIsClosed(t *testing.T) {
+	a := listen(t, Config{DialTimeout: 200 * time.Millisecond})
+	as := newSink()
+	nc, err := stdnet.Dial("tcp", tcpAddr(t, a.Name()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	_ = nc.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.Copy(io.Discard, nc); err != nil { // a's HELLO, then EOF
+		t.Fatalf("the silent client's connection was not closed: %v", err)
+	}
+	pollUntil(t, "the handshake's end", func() bool { return a.handshakes.Load() == 0 }, a, as)
+	if n := a.shakeTimeouts.Load(); n != 1 {
+		t.Fatalf("shakeExpired closed %d connections, want 1", n)
+	}
+}

@@ -53,7 +53,8 @@ type Config struct {
 	// DialTimeout bounds a connect (default 5 s), and again the opening
 	// of the connection it made (gnet's enrolment and the handshake): a
 	// dialed connection not ready by then fails what is queued on it with
-	// ETIMEDOUT and the peer goes down.
+	// ETIMEDOUT and the peer goes down. An accepted connection whose
+	// handshake is not done DialTimeout after it opened is closed.
 	DialTimeout time.Duration
 	// LoopOnly keeps Poll from borrowing the gnet loop to read sockets
 	// itself (see own.go); every byte is then read by the loop.
@@ -204,6 +205,8 @@ type Transport struct {
 	// connected, when set (tests), runs on a dial's socket right after its
 	// connect succeeded, before it is wrapped and enrolled.
 	connected func(fd int)
+	// shakeTimeouts counts inbound connections closed by shakeExpired (tests).
+	shakeTimeouts atomic.Int32
 	// handedBack: ownerPoll just handed the loop back (Poll's goroutine).
 	handedBack bool
 	// wrote: a frame went to its socket whole since Poll last looked
