@@ -114,7 +114,9 @@ type CQ struct {
 //     at most once per napGap: a thread that blocks is placed again when
 //     it wakes, on an idle CPU if there is one (the kernel's wake-up
 //     placement looks for one beside the busy previous CPU), which a
-//     yield never does. Two processes of a ping-pong that a wake-up put
+//     yield never does. With GOFI_CQ_MOVE=on, when the kernel did not
+//     look (napMove, move_linux.go) and another CPU the reader may use
+//     idled through the nap, the reader moves itself there. Two processes of a ping-pong that a wake-up put
 //     on one vCPU stay there until the load balancer parts them, and on
 //     a busy host that may be never: perftest pingpong -S 8 -I 10000
 //     started on one CPU and allowed both after 0.3 s (load 6) stayed
@@ -139,7 +141,7 @@ var (
 	napGap           = 10 * time.Millisecond
 	idleEpoch        = time.Now()
 	idleYield        = timedYield // tests count the calls and say how long they took
-	idleNap          = osNap
+	idleNap          = func() { napMove() }
 )
 
 // idleAct is what a reader does after an empty read, outside the lock.

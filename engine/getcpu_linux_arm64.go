@@ -1,0 +1,4 @@
+package engine
+
+// sysGetcpu is getcpu(2)'s number.
+const sysGetcpu = 168
