@@ -598,15 +598,10 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	}
 	_ = c.SetNoDelay(true)
 	if ka := t.cfg.KeepAlive; ka > 0 {
-		_ = c.SetKeepAlive(true, ka, time.Second, keepAliveProbes)
-		// Keepalive probes only go out while nothing is unacknowledged:
-		// to a peer that vanished (host down, link cut: no FIN, no RST)
-		// with a frame of ours in flight, the kernel retransmits for
-		// tcp_retries2 (~15 minutes) and every operation waiting for an
-		// answer hangs that long. Bounding unacknowledged data by the
-		// time keepalive takes to give up on an idle peer makes both
-		// cases fail alike (ETIMEDOUT).
-		_ = unix.SetsockoptInt(c.Fd(), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(userTimeout(ka).Milliseconds()))
+		_ = c.SetKeepAlive(true, ka, time.Second, 3)
+	}
+	if ut := t.cfg.UserTimeout; ut > 0 {
+		_ = unix.SetsockoptInt(c.Fd(), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(max(ut.Milliseconds(), 1)))
 	}
 	tc.buildHello()
 	return tc.myHello[:], gnet.None
@@ -620,17 +615,6 @@ func (t *Transport) shakeExpired(tc *tconn, c gnet.Conn) {
 	}
 	t.shakeTimeouts.Add(1)
 	_ = c.Close()
-}
-
-// keepAliveProbes is how many unanswered keepalive probes, one a second,
-// end a connection.
-const keepAliveProbes = 3
-
-// userTimeout is how long data of ours may stay unacknowledged before the
-// kernel ends the connection (TCP_USER_TIMEOUT): as long as keepalive
-// takes to give up on an idle peer.
-func userTimeout(keepAlive time.Duration) time.Duration {
-	return keepAlive + keepAliveProbes*time.Second
 }
 
 func (tc *tconn) buildHello() {

@@ -11,10 +11,13 @@
 // in the loop, so the loop never blocks on connect. A dialed connection
 // that is not open and through its handshake within the same timeout
 // after its connect fails what was queued on it (ETIMEDOUT), whatever held
-// it up: a dead peer gives errors, never a hang. A peer that vanishes
-// without a FIN or a RST (host down, link cut) is found by TCP keepalive
-// when idle and by TCP_USER_TIMEOUT when bytes of ours wait for its
-// acknowledgement, both after Config.KeepAlive + 3 s. Every connection starts
+// it up: a dead peer gives errors, never a hang. A peer whose host
+// vanishes (no FIN, no RST) is found by TCP keepalive when the connection
+// is idle (Config.KeepAlive + 3 s); while bytes of ours wait for it, by
+// Config.UserTimeout (TCP_USER_TIMEOUT) when set, else by the kernel's
+// retransmission limit (~15 minutes): the kernel cannot tell such a peer
+// from one stopped in a debugger with a full receive window, which the
+// user timeout would cut off as well. Every connection starts
 // with a handshake (HELLO carrying the listening address, pid, a random
 // instance id, a nonce and the receive window; then, when an auth key is
 // configured, an HMAC proof over both HELLOs). A peer is identified by the

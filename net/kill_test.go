@@ -114,8 +114,8 @@ func runChildPeer() {
 
 // TestPeerVanished_PendingOpsFail: a peer that vanishes without a FIN or
 // a RST (its host down, the link cut) while a rendezvous send, an RMA read
-// and a fetching atomic wait for its answers: each fails and PeerDown
-// follows, after the user timeout (KeepAlive + 3 s), not the kernel's
+// and a fetching atomic wait for its answers: with Config.UserTimeout set
+// each fails and PeerDown follows after about that long, not the kernel's
 // ~15 minutes of retransmissions (keepalive probes do not go out while
 // data is unacknowledged). The two endpoints run in a child process in a
 // network namespace of its own, whose loopback the test takes down.
@@ -160,7 +160,7 @@ func TestPeerVanished_PendingOpsFail(t *testing.T) {
 // network namespace.
 func vanishChild(t *testing.T) {
 	setLoopback(t, true)
-	cfg := Config{KeepAlive: time.Second}
+	cfg := Config{KeepAlive: time.Second, UserTimeout: 2 * time.Second}
 	a, b := listen(t, cfg), listen(t, cfg)
 	as, bs := newSink(), newSink()
 	rmaTarget(t, b)
@@ -226,5 +226,49 @@ func setLoopback(t *testing.T, up bool) {
 	ifr.SetUint16(flags)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Config.UserTimeout reaches every connection's socket (TCP_USER_TIMEOUT),
+// from GOFI_TCP_USER_TIMEOUT too, and is off by default: the kernel gives
+// up on a peer that is alive but reads nothing (stopped in a debugger,
+// its receive window full) after the user timeout as well.
+func TestUserTimeout_OffByDefault(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		env  string
+		want int
+	}{
+		{Config{}, "", 0},
+		{Config{UserTimeout: 2 * time.Second}, "", 2000},
+		{Config{}, "3s", 3000},
+		{Config{UserTimeout: -1}, "3s", 0},
+	} {
+		t.Setenv(UserTimeoutEnv, c.env)
+		a, b := listen(t, c.cfg), listen(t, c.cfg)
+		as, bs := newSink(), newSink()
+		p, _ := a.Resolve(b.Name())
+		if _, code := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{[]byte("ping")}, 1); code != transport.OK {
+			t.Fatalf("Send: %d", code)
+		}
+		pollUntil(t, "the message", func() bool { return len(bs.arrivals) == 1 }, a, as, b, bs)
+		for _, tr := range []*Transport{a, b} {
+			tr.mu.Lock()
+			if len(tr.fds) == 0 {
+				t.Errorf("%+v: no connection to look at", c.cfg)
+			}
+			for fd := range tr.fds {
+				if got, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT); err != nil || got != c.want {
+					t.Errorf("%+v, env %q: TCP_USER_TIMEOUT %d (%v), want %d", c.cfg, c.env, got, err, c.want)
+				}
+			}
+			tr.mu.Unlock()
+		}
+		a.Close()
+		b.Close()
+	}
+	t.Setenv(UserTimeoutEnv, "soon")
+	if _, err := Listen(Config{Addr: "127.0.0.1:0"}); err == nil {
+		t.Fatalf("Listen with %s=soon succeeded", UserTimeoutEnv)
 	}
 }

@@ -65,12 +65,23 @@ type Config struct {
 	// 100 us; negative disables.
 	SpinMax time.Duration
 	// KeepAlive is the idle time before TCP keepalive probes start
-	// (default 5 s; probes every second, 3 of them). Bytes of ours left
-	// unacknowledged for KeepAlive + 3 s end the connection as well
-	// (TCP_USER_TIMEOUT: a peer that vanished while an operation waits
-	// for its answer). Negative disables both.
+	// (default 5 s; probes every second, 3 of them). Negative disables.
 	KeepAlive time.Duration
+	// UserTimeout, when positive, is how long bytes of ours may wait for
+	// the peer to take them before the connection is given up
+	// (TCP_USER_TIMEOUT): keepalive probes do not go out while bytes are
+	// unacknowledged, so without it an operation waiting on a peer whose
+	// host vanished (no FIN, no RST) fails only after the kernel's
+	// retransmissions, ~15 minutes. The kernel counts a peer that is alive
+	// but reads nothing (a full receive window: stopped in a debugger) the
+	// same way, which is why it is off by default. Zero:
+	// GOFI_TCP_USER_TIMEOUT (a Go duration) if set, else off; negative:
+	// off.
+	UserTimeout time.Duration
 }
+
+// UserTimeoutEnv sets Config.UserTimeout when that is zero.
+const UserTimeoutEnv = "GOFI_TCP_USER_TIMEOUT"
 
 const (
 	defaultMaxEager  = 16 << 10
@@ -122,6 +133,15 @@ func (c *Config) fill() error {
 	}
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 5 * time.Second
+	}
+	if c.UserTimeout == 0 {
+		if v := os.Getenv(UserTimeoutEnv); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return fmt.Errorf("net: %s: %w", UserTimeoutEnv, err)
+			}
+			c.UserTimeout = d
+		}
 	}
 	if c.KeepAlive == 0 {
 		c.KeepAlive = 5 * time.Second
