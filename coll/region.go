@@ -63,25 +63,43 @@ const (
 const codeNoSpc engine.Code = 28
 
 // ShmBudgetEnv names the environment variable that caps the bytes of one
-// group's node-local region (default DefaultShmBudget). The region holds
-// 2(n+1) slots for n local ranks; slots are powers of two between 4 KiB
-// and 4 MiB, the largest that fits the budget, so 64 ranks take about
-// 4 MiB of /dev/shm per group by default, 8 ranks about 4.5 MiB and 2
-// ranks 6 MiB (1 MiB slots). Slots above 1 MiB need a larger budget:
-// with 24 MiB, 2 ranks' 16 MiB float32 allreduce ran in 4 chunks instead
-// of 16 and took 28 ms instead of 45 (p50 medians of 4 alternated runs,
-// load 9), the phases between chunks being what a loaded host makes
-// slow.
+// group's node-local region (default: SmallShmBudget for groups of at
+// most SmallGroup ranks on the node, DefaultShmBudget for larger ones).
+// The region holds 2(n+1) slots for n local ranks; slots are powers of
+// two between 4 KiB and 4 MiB, the largest that fits the budget, so 2
+// ranks take 12 MiB of /dev/shm per group by default (2 MiB slots), 4
+// ranks 20 MiB (2 MiB), 8 ranks 18 MiB (1 MiB), 16 ranks 4.3 MiB and 64
+// ranks 4.1 MiB. A large allreduce runs in chunks of a slot per rank, and
+// every chunk's phases need every rank to arrive, which on a loaded host
+// (or with more ranks than CPUs) costs context switches: 16 MiB float32
+// allreduce p50 with 8 MiB against 24 MiB budgets, medians of alternated
+// runs at load 11-15: 4 ranks (7 runs) 64.8 ms against 32.6 (MPICH
+// 66.6), 8 ranks (3 runs) 170 against 105 (MPICH 154), 2 ranks (3 runs)
+// 33.3 against 26.0 (MPICH 35.1).
 const ShmBudgetEnv = "GOFI_COLL_SHM_BYTES"
 
-// DefaultShmBudget is the default cap of one group's region.
+// DefaultShmBudget is the default cap of the region of a group of more
+// than SmallGroup ranks on a node: dozens of ranks stay at a few MiB of
+// /dev/shm per group (64 ranks in a 64 MB tmpfs, transport rings
+// included).
 const DefaultShmBudget = 8 << 20
 
-func shmBudget() int {
+// SmallShmBudget is the default cap of the region of a group of at most
+// SmallGroup ranks on a node.
+const SmallShmBudget = 24 << 20
+
+// SmallGroup is the most local ranks whose region gets SmallShmBudget.
+const SmallGroup = 8
+
+// shmBudget is the region budget for n local ranks.
+func shmBudget(n int) int {
 	if s := os.Getenv(ShmBudgetEnv); s != "" {
 		if v, err := strconv.Atoi(s); err == nil && v > 0 {
 			return v
 		}
+	}
+	if n <= SmallGroup {
+		return SmallShmBudget
 	}
 	return DefaultShmBudget
 }
@@ -460,7 +478,7 @@ func (g *Group) attachStart() bool {
 // createRegion creates and initialises the leader's segment, with smaller
 // slots when /dev/shm is short of space.
 func (g *Group) createRegion(r *region) engine.Code {
-	slot := slotFor(r.n, shmBudget())
+	slot := slotFor(r.n, shmBudget(r.n))
 	for {
 		seg, err := shm.CreateSegment(r.name, regionSize(r.n, slot))
 		if err == nil {

@@ -40,10 +40,11 @@ func FuzzCheckHeader(f *testing.F) {
 // few MiB of /dev/shm (issue 18: 64 ranks in a 64 MB tmpfs), and slots
 // are never smaller than an operation needs.
 func TestRegionSizeAtScale(t *testing.T) {
-	for _, n := range []int{2, 8, 16, 64, 256, maxLocal} {
-		s := slotFor(n, DefaultShmBudget)
+	t.Setenv(ShmBudgetEnv, "")
+	for _, n := range []int{2, 8, 9, 16, 64, 256, maxLocal} {
+		s := slotFor(n, shmBudget(n))
 		size := regionSize(n, s)
-		if size > 6<<20+512<<10 && n <= 64 || size > 9<<20 {
+		if size > SmallShmBudget || size > 6<<20+512<<10 && n > SmallGroup && n <= 64 || size > 9<<20 && n > SmallGroup {
 			t.Errorf("%d ranks: region %d bytes (slot %d)", n, size, s)
 		}
 		if s < n*64 || s < minSlot {
@@ -53,8 +54,10 @@ func TestRegionSizeAtScale(t *testing.T) {
 	}
 }
 
-// TestSlotAboveDefault: slots above 1 MiB only when the budget is raised
-// for them; the default budget keeps 2 ranks at 1 MiB slots.
+// TestSlotAboveDefault: slots above 1 MiB only when the budget allows
+// them: 8 MiB keeps 2 ranks at 1 MiB slots; groups of up to SmallGroup
+// local ranks get SmallShmBudget by default (2 MiB slots at 2 and 4
+// ranks, 1 MiB at 8), larger ones DefaultShmBudget.
 func TestSlotAboveDefault(t *testing.T) {
 	for _, c := range []struct{ n, budget, want int }{
 		{2, DefaultShmBudget, 1 << 20},
@@ -66,6 +69,16 @@ func TestSlotAboveDefault(t *testing.T) {
 		if s := slotFor(c.n, c.budget); s != c.want || regionSize(c.n, s) > c.budget {
 			t.Errorf("%d ranks, budget %d: slot %d, want %d", c.n, c.budget, s, c.want)
 		}
+	}
+	t.Setenv(ShmBudgetEnv, "")
+	for _, c := range []struct{ n, want int }{{2, 2 << 20}, {4, 2 << 20}, {8, 1 << 20}, {9, 256 << 10}, {64, 32 << 10}} {
+		if s := slotFor(c.n, shmBudget(c.n)); s != c.want {
+			t.Errorf("%d ranks, default budget: slot %d, want %d", c.n, s, c.want)
+		}
+	}
+	t.Setenv(ShmBudgetEnv, "4194304")
+	if b := shmBudget(2); b != 4<<20 {
+		t.Errorf("%s=4194304: budget %d", ShmBudgetEnv, b)
 	}
 }
 
