@@ -188,7 +188,7 @@ func (r *Ring) Commit(typ uint16, n int) error {
 		return ErrNotReserved
 	}
 	r.put(RecordHeader+align8(uint64(n)), header(uint64(n), typ, kindData))
-	if align8(uint64(n)) != align8(uint64(r.p.resv)) {
+	if n != r.p.resv {
 		r.p.zero = r.p.tail // the reserved bytes past the record may be written
 	}
 	r.p.resv = -1
@@ -220,7 +220,7 @@ func (r *Ring) CommitPublish(typ uint16, n int) error {
 	pos := r.p.tail
 	end := pos + RecordHeader + align8(uint64(n))
 	off, w := pos&r.mask, header(uint64(n), typ, kindData)
-	if align8(uint64(n)) != align8(uint64(r.p.resv)) {
+	if n != r.p.resv {
 		r.p.zero = end // the reserved bytes past the record may be written
 	}
 	if end+RecordHeader > r.p.zero {
@@ -254,22 +254,21 @@ func (r *Ring) zeroAhead(e uint64) {
 }
 
 // zeroTo is zeroAhead's work, once a line: end is the end of the line
-// after the one e is in.
+// after the one e is in. What is not zero yet starts in e's line (after a
+// batch, or when the mark was dropped) or at the next line (the step of a
+// stream of small records): the rest of e's line goes word by word, the
+// next line in one store.
 //
 //go:noinline
 func (r *Ring) zeroTo(e, end uint64) {
 	if end-r.p.head > r.capacity {
 		return // not released yet (as far as the cached head says)
 	}
-	if z := r.p.zero; z == end-zeroLine {
-		// The step of a steady stream of small records: one whole line,
-		// with [e, z) zero already.
-		*(*[zeroLine]byte)(unsafe.Add(r.base, z&r.mask)) = [zeroLine]byte{}
-	} else {
-		for z = max(z, e+RecordHeader); z < end; z += RecordHeader {
-			r.putHdr(z&r.mask, 0)
-		}
+	next := end - zeroLine
+	for z := max(r.p.zero, e+RecordHeader); z < next; z += RecordHeader {
+		r.putHdr(z&r.mask, 0)
 	}
+	*(*[zeroLine]byte)(unsafe.Add(r.base, next&r.mask)) = [zeroLine]byte{}
 	r.p.zero = end
 }
 

@@ -211,6 +211,41 @@ func TestBatch_CommitIsInvisibleUntilPublish(t *testing.T) {
 	}
 }
 
+// TestZeroAhead_DirtyBytesNeverReadAsRecords: bytes written into a
+// reservation beyond what was committed lie where the next headers go;
+// the zeroing ahead after a publication must cover them, or a later
+// record whose following header falls there (an empty payload) would be
+// followed by garbage.
+func TestZeroAhead_DirtyBytesNeverReadAsRecords(t *testing.T) {
+	for _, capacity := range []int{64, 256, 4096} {
+		r := mustNew(t, capacity)
+		dst := make([]byte, r.MaxPayload())
+		for lap := 0; lap < 4*capacity/16; lap++ {
+			b, err := r.Reserve(24)
+			if err != nil {
+				t.Fatalf("cap %d lap %d: Reserve: %v", capacity, lap, err)
+			}
+			for i := range b {
+				b[i] = 0xff
+			}
+			if err := r.CommitPublish(1, 0); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.TryWrite(2, nil); err != nil {
+				t.Fatalf("cap %d lap %d: TryWrite: %v", capacity, lap, err)
+			}
+			for _, want := range []uint16{1, 2} {
+				if typ, n, err := r.TryRead(dst); err != nil || typ != want || n != 0 {
+					t.Fatalf("cap %d lap %d: TryRead = %d, %d, %v; want %d, 0, nil", capacity, lap, typ, n, err, want)
+				}
+			}
+			if _, _, err := r.TryRead(dst); err != ring.ErrEmpty {
+				t.Fatalf("cap %d lap %d: third TryRead = %v, want ErrEmpty", capacity, lap, err)
+			}
+		}
+	}
+}
+
 func TestCommit_MisuseReturnsErrNotReserved(t *testing.T) {
 	r := mustNew(t, 256)
 	if err := r.Commit(1, 0); err != ring.ErrNotReserved {
