@@ -114,9 +114,10 @@ type CQ struct {
 //     at most once per napGap: a thread that blocks is placed again when
 //     it wakes, on an idle CPU if there is one (the kernel's wake-up
 //     placement looks for one beside the busy previous CPU), which a
-//     yield never does. With GOFI_CQ_MOVE=on, when the kernel did not
-//     look (napMove, move_linux.go) and another CPU the reader may use
-//     idled through the nap, the reader moves itself there. Two processes of a ping-pong that a wake-up put
+//     yield never does. When a bound endpoint's transport says that
+//     the peer polls on this very CPU (Endpoint.PeerShares), the reader
+//     moves itself to another CPU of its mask instead (moveAway,
+//     move_linux.go): the kernel often leaves the two together. Two processes of a ping-pong that a wake-up put
 //     on one vCPU stay there until the load balancer parts them, and on
 //     a busy host that may be never: perftest pingpong -S 8 -I 10000
 //     started on one CPU and allowed both after 0.3 s (load 6) stayed
@@ -141,7 +142,9 @@ var (
 	napGap           = 10 * time.Millisecond
 	idleEpoch        = time.Now()
 	idleYield        = timedYield // tests count the calls and say how long they took
-	idleNap          = func() { napMove() }
+	idleNap          = osNap
+	idleCPU          = curCPU   // tests say where the reader runs
+	idleMove         = moveAway // tests count the moves
 )
 
 // idleAct is what a reader does after an empty read, outside the lock.
@@ -151,6 +154,7 @@ const (
 	idleSpin idleAct = iota
 	idleDoYield
 	idleDoNap
+	idleDoMove // move off the CPU a peer polls on (moveAway), else nap
 )
 
 // timedYield yields the CPU and returns how long that took.
@@ -162,29 +166,43 @@ func timedYield() time.Duration {
 
 // idleRead notes a read that found nothing, with the lock held, and says
 // what the caller should do once it has unlocked.
-func (cq *CQ) idleRead() idleAct {
+func (cq *CQ) idleRead() (idleAct, int) {
 	check, after := uint32(idleCheck), idleYieldAfter
 	y := time.Duration(cq.yieldNs.Load())
 	if y >= crowdedYield && y <= sharedYieldMax {
 		check, after = sharedCheck, sharedYieldAfter
 	}
 	if cq.empties++; cq.empties%check != 0 {
-		return idleSpin
+		return idleSpin, 0
 	}
 	now := time.Since(idleEpoch)
 	if cq.empties == check {
 		cq.idleFrom = now
-		return idleSpin
+		return idleSpin, 0
 	}
 	if now-cq.idleFrom < after {
-		return idleSpin
+		return idleSpin, 0
 	}
 	cq.yielded = true
 	if y >= crowdedYield && (cq.lastNap == 0 || now-cq.lastNap >= napGap) {
 		cq.lastNap = now
-		return idleDoNap
+		if c := idleCPU(); c >= 0 && cq.peerShares(c) {
+			return idleDoMove, c
+		}
+		return idleDoNap, 0
 	}
-	return idleDoYield
+	return idleDoYield, 0
+}
+
+// peerShares reports whether a bound endpoint's transport says a peer
+// that stays put polls on cpu (Endpoint.PeerShares), with the lock held.
+func (cq *CQ) peerShares(cpu int) bool {
+	for _, p := range cq.eps {
+		if s, ok := p.(interface{ PeerShares(int) bool }); ok && s.PeerShares(cpu) {
+			return true
+		}
+	}
+	return false
 }
 
 // endIdle ends a run of empty reads, with the lock held. A wait that
@@ -200,12 +218,16 @@ func (cq *CQ) endIdle() {
 }
 
 // idle does what idleRead said, without the lock.
-func (cq *CQ) idle(a idleAct) {
+func (cq *CQ) idle(a idleAct, cpu int) {
 	switch a {
 	case idleDoYield:
 		cq.yieldNs.Store(int64(idleYield()))
 	case idleDoNap:
 		idleNap()
+	case idleDoMove:
+		if !idleMove(cpu) {
+			idleNap()
+		}
 	}
 }
 
@@ -456,11 +478,11 @@ func (cq *CQ) EndRead(n int) (int, Code) {
 		cq.refill()
 	}
 	var c Code
-	act := idleSpin
+	act, cpu := idleSpin, 0
 	if n == 0 {
 		if cq.head == cq.tail {
 			c = CodeAgain
-			act = cq.idleRead()
+			act, cpu = cq.idleRead()
 		} else if cq.ring[cq.head&cq.mask].Err != 0 {
 			c = CodeAvail
 		}
@@ -470,7 +492,7 @@ func (cq *CQ) EndRead(n int) (int, Code) {
 	}
 	cq.unlock()
 	if act != idleSpin {
-		cq.idle(act)
+		cq.idle(act, cpu)
 	}
 	return n, c
 }

@@ -526,3 +526,42 @@ func TestCQ_SharedCPUYieldsEarlyAndNaps(t *testing.T) {
 		t.Fatalf("after a wait without a yield: %d yields, %d naps; want 10, 3 (no early yields)", yields, naps)
 	}
 }
+
+// sharer is a bound endpoint whose transport says whether a peer polls on
+// a CPU.
+type sharer struct{ on int }
+
+func (s *sharer) Progress() bool          { return false }
+func (s *sharer) PeerShares(cpu int) bool { return cpu == s.on }
+
+// Where a yield said the CPU is shared and a bound endpoint says the peer
+// polls on this very CPU, the reader moves off it instead of napping;
+// elsewhere it naps as before.
+func TestCQ_MovesOffThePeersCPU(t *testing.T) {
+	defer func(a, s, g time.Duration, y func() time.Duration, n func(), c func() int, m func(int) bool) {
+		idleYieldAfter, sharedYieldAfter, napGap, idleYield, idleNap, idleCPU, idleMove = a, s, g, y, n, c, m
+	}(idleYieldAfter, sharedYieldAfter, napGap, idleYield, idleNap, idleCPU, idleMove)
+	naps, moves, from := 0, 0, -1
+	idleYield = func() time.Duration { return 100 * time.Microsecond }
+	idleNap = func() { naps++ }
+	idleCPU = func() int { return 3 }
+	idleMove = func(c int) bool { moves++; from = c; return true }
+	idleYieldAfter, sharedYieldAfter, napGap = 0, 0, 0
+	for _, c := range []struct {
+		peerOn, naps, moves int
+	}{{3, 0, 1}, {5, 1, 0}} {
+		naps, moves, from = 0, 0, -1
+		cq := NewCQ(4, nil)
+		cq.Bind(&sharer{on: c.peerOn}, nil)
+		for range 2*idleCheck + sharedCheck { // a long yield, then the next check
+			cq.BeginRead()
+			if _, code := cq.EndRead(0); code != CodeAgain {
+				t.Fatalf("empty read: %v", code)
+			}
+		}
+		if naps != c.naps || moves != c.moves || (moves > 0 && from != 3) {
+			t.Fatalf("peer on CPU %d, reader on 3: %d naps, %d moves (from %d); want %d, %d (from 3)",
+				c.peerOn, naps, moves, from, c.naps, c.moves)
+		}
+	}
+}

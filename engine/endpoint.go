@@ -1208,3 +1208,10 @@ func (ep *Endpoint) Outstanding() (tx, rx int) {
 
 // Waiter returns the transport's waiter for the CQ to sleep on.
 func (ep *Endpoint) Waiter() Waiter { return ep.tr }
+
+// PeerShares reports whether the transport says a peer that stays put
+// polls on cpu (transport.CPUSharer; false without one).
+func (ep *Endpoint) PeerShares(cpu int) bool {
+	s, ok := ep.tr.(transport.CPUSharer)
+	return ok && s.PeerShares(cpu)
+}

@@ -19,8 +19,10 @@ import (
 //	                      (receivers count themselves in), polling u32 @+8
 //	                      (the owner: 1 while it polls its inbound rings
 //	                      directly, so senders need not set their bitmap
-//	                      bits; 0, the initial value, asks for the bits);
-//	                      own 2 lines
+//	                      bits; 0, the initial value, asks for the bits),
+//	                      cpu u32 @+12 (the owner's polling CPU + 1, written
+//	                      now and then; 0: not known, as from an owner that
+//	                      never writes it); own 2 lines
 //	connSeq   384  128 B  u32 @+0, bumped by a sender after posting a
 //	                      connection request; own 2 lines
 //	nudge     512  128 B  u32 @+0, bumped by a peer that wants the owner

@@ -58,6 +58,7 @@ type Region struct {
 	bell   Doorbell
 	nudge  *atomic.Uint32
 	poll   *atomic.Uint32 // the polling word, next to the doorbell's
+	cpu    *atomic.Uint32 // the owner's polling CPU + 1 (0: not known)
 	conn   ConnQueue
 	peers  PeerTable
 }
@@ -132,6 +133,7 @@ func newRegionOver(b []byte, l Layout) *Region {
 	r.bell = Doorbell{seq: word32(b, l.DoorbellOff), waiters: word32(b, l.DoorbellOff+4)}
 	r.nudge = word32(b, l.NudgeOff)
 	r.poll = word32(b, l.DoorbellOff+8)
+	r.cpu = word32(b, l.DoorbellOff+12)
 	r.conn = ConnQueue{mem: b[l.ConnOff : l.ConnOff+l.ConnSlots*ConnSlotSize], n: l.ConnSlots,
 		seq: word32(b, l.ConnSeqOff), bell: &r.bell}
 	r.peers = PeerTable{mem: b[l.PeerOff : l.PeerOff+l.PeerSlots*PeerSlotSize], n: l.PeerSlots}
@@ -181,6 +183,11 @@ func (r *Region) Nudge() error {
 // the bitmap (many peers, or about to sleep). It shares the doorbell's
 // line, which a sender reads on every send anyway.
 func (r *Region) pollWord() *atomic.Uint32 { return r.poll }
+
+// cpuWord returns the region's CPU word (see the layout): its owner
+// stores the CPU it polls on, plus one, now and then (Transport.Poll); 0
+// means not known (an owner that never wrote it).
+func (r *Region) cpuWord() *atomic.Uint32 { return r.cpu }
 
 // NudgeSeq returns the nudge word. The owner compares it with a value read
 // before it last ran its progress to learn whether it was nudged since.

@@ -220,3 +220,14 @@ type Preparer interface {
 	// Serialised by the engine like Send.
 	Prepare(p Peer)
 }
+
+// CPUSharer is an optional interface of a transport that learns on which
+// CPU its peers' polling threads run (shm: each side writes its CPU into
+// its region now and then). Safe for concurrent use with everything else.
+type CPUSharer interface {
+	// PeerShares reports whether a peer that should stay where it is
+	// (by an order both sides agree on, so that only one of the two
+	// moves) last polled on cpu: a busy-polling reader there that found
+	// its CPU shared moves to another one (engine, move_linux.go).
+	PeerShares(cpu int) bool
+}
