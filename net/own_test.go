@@ -235,6 +235,7 @@ func TestOwnerPoll_YieldsFirstAfterAWrite(t *testing.T) {
 			t.Fatalf("a Poll with nothing written yielded first (%d -> %d)", y, a.firstYields)
 		}
 		i++
+		a.afterWrite, a.ahead = 0, false // the next Poll is no probe
 		if _, c := a.Send(p, h, [][]byte{pattern(8, byte(i))}, transport.Op(i)); c != transport.OK {
 			t.Fatalf("Send %d: %d", i, c)
 		}
@@ -248,6 +249,95 @@ func TestOwnerPoll_YieldsFirstAfterAWrite(t *testing.T) {
 			t.Fatalf("two Polls after one write: first yields %d -> %d, want one", y, a.firstYields)
 		}
 		pollUntil(t, "the last message", func() bool { return len(bs.arrivals) == i }, a, as, b, bs)
+		return
+	}
+}
+
+// A Poll after a write that probes (reads first) and finds the peer's
+// message already there reads first after the following writes too, with
+// no yield first; once such a read finds nothing, the next one yields
+// first again.
+func TestOwnerPoll_ReadsFirstWhileThePeerIsAhead(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	as, bs := newSink(), newSink()
+	pa, _ := a.Resolve(b.Name())
+	pb, _ := b.Resolve(a.Name())
+	h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+	deadline := time.Now().Add(20 * time.Second)
+	sends := 0
+	send := func(x *Transport, p transport.Peer) {
+		sends++
+		if _, c := x.Send(p, h, [][]byte{pattern(8, byte(sends))}, transport.Op(sends)); c != transport.OK {
+			t.Fatalf("Send %d: %d", sends, c)
+		}
+	}
+	// exchange: b's message goes out (over loopback it is in a's socket
+	// when writev returns), then a's; a then Polls once.
+	exchange := func() (yielded, gotB bool) {
+		n := len(as.arrivals)
+		send(b, pb)
+		send(a, pa)
+		if !a.wrote.Load() {
+			return false, false // not written whole: the round starts again
+		}
+		y := a.firstYields
+		a.Poll(as)
+		return a.firstYields != y, len(as.arrivals) > n
+	}
+	for round := 0; ; round++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out: a never kept its borrowed loop through a round (%d rounds)", round)
+		}
+		// Both connections up, everything delivered, a's loop borrowed.
+		for len(as.arrivals) < sends/2 || len(bs.arrivals) < sends/2 || !a.parked.Load() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for the messages and a's borrowed loop")
+			}
+			a.Poll(as)
+			b.Poll(bs)
+		}
+		a.Poll(as) // takes any write flag left
+		a.afterWrite, a.ahead = probeEvery-1, false
+		yielded, got := exchange() // the probe: read first
+		if !a.parked.Load() {
+			continue
+		}
+		if yielded || !got {
+			if !got {
+				continue // b's message was not in the socket yet: again
+			}
+			t.Fatalf("the probe yielded first")
+		}
+		if !a.ahead {
+			t.Fatal("a probe that found the peer's message did not set ahead")
+		}
+		yielded, got = exchange() // ahead: read first again
+		if !a.parked.Load() || !got {
+			continue
+		}
+		if yielded {
+			t.Fatal("a Poll after a write yielded first while the peer was ahead")
+		}
+		send(a, pa) // nothing from b: this read-first finds nothing
+		w := a.wrote.Load()
+		a.Poll(as)
+		if !a.parked.Load() || !w {
+			continue
+		}
+		if a.ahead {
+			t.Fatal("a read first that found nothing left ahead set")
+		}
+		y := a.firstYields
+		send(a, pa)
+		w = a.wrote.Load()
+		a.Poll(as)
+		if !a.parked.Load() || !w {
+			continue
+		}
+		if a.firstYields != y+1 {
+			t.Fatalf("after a read first that found nothing, the next Poll after a write: first yields %d -> %d, want one", y, a.firstYields)
+		}
 		return
 	}
 }

@@ -234,6 +234,10 @@ type Transport struct {
 	// firstYields counts those yields (Poll's goroutine; tests).
 	wrote       atomic.Bool
 	firstYields int64
+	// afterWrite counts the Polls that followed a whole write; ahead:
+	// the last of them that read first found bytes (Poll's goroutine).
+	afterWrite int64
+	ahead      bool
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
@@ -514,6 +518,11 @@ func (t *Transport) Wait(timeout time.Duration) {
 	t.waitMu.Unlock()
 }
 
+// probeEvery: one Poll in this many after a whole write reads before it
+// yields, to learn whether the peer's messages come ahead of the answer
+// (see Poll).
+const probeEvery = 8
+
 // Poll delivers completions, peer failures and inbound messages to sink.
 func (t *Transport) Poll(sink transport.Sink) bool {
 	if t.sink != sink {
@@ -532,23 +541,36 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 	}
 	work := false
 	if !t.cfg.LoopOnly && t.parked.Load() {
+		readFirst := false
 		if t.wrote.Load() {
-			// A request or message just went out: its answer cannot be
-			// here yet (a round trip over loopback takes ~10 us and
-			// more), so a read now would only say EAGAIN before the
-			// yield below. Yield first: when the peer (or its loop)
-			// shares this CPU it runs now and the read that follows
-			// finds its answer; on a CPU of its own the yield returns
-			// at once. Co-located, that is one read fewer per
-			// operation on this side (perf: an EAGAIN read ~1 us).
+			// A request or message just went out whole. In a ping-pong
+			// its answer cannot be here yet (a round trip over loopback
+			// takes ~10 us and more), so a read now would only say
+			// EAGAIN before the yield below: yield first. When the peer
+			// (or its loop) shares this CPU it runs now and the read
+			// that follows finds its answer; on a CPU of its own the
+			// yield returns at once. Co-located, that is one read fewer
+			// per operation (perf: an EAGAIN read ~1 us). In a
+			// collective exchange both sides send at once and the
+			// peer's message is often there already: the yield then
+			// only hands a loaded CPU to another process. So every
+			// probeEvery-th such Poll reads first, and while reads
+			// first find bytes (ahead) every one does.
 			t.wrote.Store(false)
-			t.firstYields++
-			schedYield()
+			t.afterWrite++
+			readFirst = t.ahead || t.afterWrite%probeEvery == 0
+			if !readFirst {
+				t.firstYields++
+				schedYield()
+			}
 		}
 		t.own.Lock()
 		t.ownPolls++
 		work = t.ownerPoll()
 		t.own.Unlock()
+		if readFirst {
+			t.ahead = work
+		}
 		if t.handedBack {
 			// The loop goroutine, woken by the release, waits in this
 			// P's run queue: let it run its queued tasks now.
