@@ -25,6 +25,19 @@ func otherCPU(t *testing.T, m cpuMask, c int) int {
 	return -1
 }
 
+// onThread locks the test to its thread (until the test ends) and returns
+// that thread's mask, the CPU it runs on and another CPU of the mask,
+// skipping the test without getcpu or a second CPU.
+func onThread(t *testing.T) (orig cpuMask, cpu, other int) {
+	runtime.LockOSThread()
+	t.Cleanup(runtime.UnlockOSThread)
+	orig = affinity(t)
+	if cpu = curCPU(); cpu < 0 {
+		t.Skip("no getcpu here")
+	}
+	return orig, cpu, otherCPU(t, orig, cpu)
+}
+
 func TestNextCPU(t *testing.T) {
 	var m cpuMask
 	m[0] = 1<<1 | 1<<5
@@ -42,14 +55,7 @@ func TestNextCPU(t *testing.T) {
 // moveTo puts the thread on the CPU asked for and leaves it with the mask
 // it had: nothing stays bound.
 func TestMoveTo_MigratesAndRestoresTheMask(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig := affinity(t)
-	c0 := curCPU()
-	if c0 < 0 {
-		t.Skip("no getcpu here")
-	}
-	to := otherCPU(t, orig, c0)
+	orig, _, to := onThread(t)
 	// The kernel may move the thread again right after the mask is back
 	// (a loaded host): one of a few tries must find it where it went.
 	got := -1
@@ -72,14 +78,7 @@ func TestMoveTo_MigratesAndRestoresTheMask(t *testing.T) {
 // mask, does nothing when the thread is not on that CPU, and allocates
 // nothing.
 func TestMoveAway(t *testing.T) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig := affinity(t)
-	c0 := curCPU()
-	if c0 < 0 {
-		t.Skip("no getcpu here")
-	}
-	otherCPU(t, orig, c0)
+	orig, c0, _ := onThread(t)
 	// As above: the kernel may move the thread between two calls, so a
 	// few tries.
 	moved := false
