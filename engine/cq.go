@@ -117,9 +117,10 @@ type CQ struct {
 //     yield never does. When a bound endpoint's transport says that
 //     the peer polls on this very CPU (Endpoint.PeerShares), the reader
 //     moves itself to another CPU of its mask instead (moveAway,
-//     move_linux.go): the kernel often leaves the two together. Two processes of a ping-pong that a wake-up put
-//     on one vCPU stay there until the load balancer parts them, and on
-//     a busy host that may be never: perftest pingpong -S 8 -I 10000
+//     move_linux.go): the kernel often leaves the two together. Two
+//     processes of a ping-pong that a wake-up put on one vCPU stay there
+//     until the load balancer parts them, and on a busy host that may be
+//     never: perftest pingpong -S 8 -I 10000
 //     started on one CPU and allowed both after 0.3 s (load 6) stayed
 //     together for the whole run, 145 us per round trip.
 //   - a yield that took at most sharedYieldMax (the peer's turn, not
