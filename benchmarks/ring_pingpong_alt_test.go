@@ -5,11 +5,16 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gofi-dev/fi/ring"
 	"github.com/gofi-dev/fi/shm"
@@ -40,6 +45,21 @@ import (
 // ring4k/flag2, the medians over rounds of each round's ratio (the
 // figures to compare across placements); rt-ns, the placement before the
 // run.
+//
+// GOFI_BENCH_PIN=a,b pins the initiator's polling thread to CPU a and the
+// peer's to CPU b. GOFI_BENCH_ALT_DUPLEX=1 adds two bare duplex layouts,
+// where one cache line carries a round trip's request and its reply (the
+// request in the line's first 32 bytes, written by the initiator, the
+// reply in its last 32, written by the peer), so that a ping-pong moves
+// one line like the flag instead of two like a pair of one-way rings:
+// dup, one line for every round trip (two words of it, one per side), and
+// dupslot, 64 lines in turn, round trip k in line k mod 64 with a
+// sequence stamp and an 8-byte payload each way (the bare protocol of a
+// duplex ring with one record per line and direction); reported as
+// dup-ns, dupslot-ns, dupslot/flag and dupslot/ring4k. (Measured
+// 2026-11-25, pinned, 16 runs: dupslot 0.76-1.46x the flag far, but near
+// 149-370 ns against ring4k's 125-205, slower in every run: a line both
+// sides write is not the one-line flag near, so no duplex ring was built.)
 func BenchmarkShmPingPongAlternated(b *testing.B) {
 	rt := placementRT()
 	path, m := createShm(b, altSize)
@@ -69,17 +89,22 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 		b.Fatal(err)
 	}
 	a := newAltSide(m, [altRings][2]*ring.Ring{{ra, rb}, {sa, sb}})
+	defer pinFromEnv(b, 0)()
 	deadline := time.Now().Add(30 * time.Second)
 	rounds := (b.N + altBatch - 1) / altBatch
 	times := make([][altModes]float64, rounds)
 	ok := true
-	for k := 0; k < altModes && ok; k++ { // warm up: the peer starts, the rings' pages fault in
+	modes := altDup // the duplex variants only with GOFI_BENCH_ALT_DUPLEX=1
+	if os.Getenv("GOFI_BENCH_ALT_DUPLEX") == "1" {
+		modes = altModes
+	}
+	for k := 0; k < modes && ok; k++ { // warm up: the peer starts, the rings' pages fault in
 		ok = a.run(k, altWarm, deadline)
 	}
 	b.ResetTimer()
 	for r := 0; r < rounds && ok; r++ {
 		n := min(altBatch, b.N-r*altBatch)
-		for k := 0; k < altModes && ok; k++ {
+		for k := 0; k < modes && ok; k++ {
 			a.ctrl.Store(uint64(k + 1))
 			st := time.Now()
 			ok = a.run(k, n, deadline)
@@ -112,14 +137,20 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] }), "ring4k-ns")
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] / flag(t) }), "ring4k/flag")
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] / t[altFlag2] }), "ring4k/flag2")
+	if modes == altModes {
+		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDup] }), "dup-ns")
+		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupSlot] }), "dupslot-ns")
+		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupSlot] / flag(t) }), "dupslot/flag")
+		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupSlot] / t[altRing4k] }), "dupslot/ring4k")
+	}
 	b.ReportMetric(rt, "rt-ns")
 }
 
 const (
 	envAltPeerFile = "GOFI_BENCH_PINGPONG_ALT_FILE"
 
-	altFlag, altFlag2, altRing, altRing4k, altFlagB, altModes = 0, 1, 2, 3, 4, 5
-	altRings                                                  = altRing4k - altRing + 1
+	altFlag, altFlag2, altRing, altRing4k, altFlagB, altDup, altDupSlot, altModes = 0, 1, 2, 3, 4, 5, 6, 7
+	altRings                                                                      = altRing4k - altRing + 1
 
 	altSmallCap = shm.DefaultMinRingSize
 
@@ -139,7 +170,9 @@ const (
 	altRingB  = altRingA + ppRingCap*2
 	altSmallA = altRingB + ppRingCap*2
 	altSmallB = altSmallA + altSmallCap*2
-	altSize   = altSmallB + altSmallCap*2
+	altDupW   = altSmallB + altSmallCap*2
+	altDupA   = altDupW + ring.LineSep
+	altSize   = altDupA + 4096
 )
 
 // Compile-time check: each small ring's region holds Size(altSmallCap).
@@ -153,11 +186,14 @@ type altSide struct {
 	rings                   [altRings][2]*ring.Ring // per ring variant: initiator -> peer, peer -> initiator
 	seq                     [altModes]uint64
 	buf                     []byte
+	m                       []byte
 }
+
+func (a *altSide) w(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&a.m[off])) }
 
 func newAltSide(m []byte, rings [altRings][2]*ring.Ring) *altSide {
 	w := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&m[off])) }
-	return &altSide{ctrl: w(altCtrl), flag: w(altFlagW), f2out: w(altF2Out), f2in: w(altF2In), flagB: w(altFlagBW), rings: rings, buf: make([]byte, 64)}
+	return &altSide{ctrl: w(altCtrl), flag: w(altFlagW), f2out: w(altF2Out), f2in: w(altF2In), flagB: w(altFlagBW), rings: rings, buf: make([]byte, 64), m: m}
 }
 
 // run makes n round trips of variant k as the initiator; false if the
@@ -177,6 +213,33 @@ func (a *altSide) run(k, n int, deadline time.Time) bool {
 		var ok bool
 		s, ok = flagLoops[1].run(a.flagB, s, n, deadline)
 		return ok
+	case altDup:
+		out, in := a.w(altDupW), a.w(altDupW+32)
+		for range n {
+			s++
+			out.Store(s)
+			for idle := 0; in.Load() != s; {
+				if idle++; late(idle) {
+					return false
+				}
+				spinPause(idle)
+			}
+		}
+	case altDupSlot:
+		for range n {
+			s++
+			l := altDupA + int(s&63)*64
+			out, in := a.w(l), a.w(l+32)
+			*(*uint64)(unsafe.Pointer(&a.m[l+8])) = s
+			out.Store(s)
+			for idle := 0; in.Load() != s; {
+				if idle++; late(idle) {
+					return false
+				}
+				spinPause(idle)
+			}
+			a.buf[0] = a.m[l+40]
+		}
 	case altFlag2:
 		for range n {
 			s++
@@ -225,6 +288,43 @@ func (a *altSide) echo(k int, deadline time.Time) bool {
 		return flagLoops[0].echo(a.flag, a.ctrl, c, deadline)
 	case altFlagB:
 		return flagLoops[1].echo(a.flagB, a.ctrl, c, deadline)
+	case altDup:
+		out, in := a.w(altDupW), a.w(altDupW+32)
+		for idle := 0; ; {
+			if v := out.Load(); v != in.Load() {
+				in.Store(v)
+				idle = 0
+				continue
+			}
+			if a.ctrl.Load() != c {
+				return true
+			}
+			if idle++; late(idle) {
+				return false
+			}
+			spinPause(idle)
+		}
+	case altDupSlot:
+		s := a.seq[k]
+		defer func() { a.seq[k] = s }()
+		for idle := 0; ; {
+			l := altDupA + int((s+1)&63)*64
+			if a.w(l).Load() == s+1 {
+				s++
+				v := *(*uint64)(unsafe.Pointer(&a.m[l+8]))
+				*(*uint64)(unsafe.Pointer(&a.m[l+40])) = v
+				a.w(l + 32).Store(s)
+				idle = 0
+				continue
+			}
+			if a.ctrl.Load() != c {
+				return true
+			}
+			if idle++; late(idle) {
+				return false
+			}
+			spinPause(idle)
+		}
 	case altFlag2:
 		for idle := 0; ; {
 			if v := a.f2out.Load(); v != a.f2in.Load() {
@@ -285,6 +385,7 @@ func TestRingPingPongAltPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := newAltSide(m, [altRings][2]*ring.Ring{{ra, rb}, {sa, sb}})
+	defer pinFromEnv(t, 1)()
 	deadline := time.Now().Add(ppPeerMax)
 	for idle := 0; ; idle++ {
 		c := a.ctrl.Load()
@@ -302,5 +403,33 @@ func TestRingPingPongAltPeer(t *testing.T) {
 			t.Fatal("peer timed out")
 		}
 		spinPause(idle + 1)
+	}
+}
+
+// pinFromEnv locks the calling goroutine to its thread and that thread to
+// CPU i of GOFI_BENCH_PIN ("a,b": the initiator's CPU, the peer's), if
+// set, and returns what undoes it. Pinned, the two polling threads stay on
+// their CPUs for the whole run (the machine's rule for spinning pairs).
+func pinFromEnv(tb testing.TB, i int) (undo func()) {
+	cpus := strings.Split(os.Getenv("GOFI_BENCH_PIN"), ",")
+	if len(cpus) != 2 {
+		return func() {}
+	}
+	cpu, err := strconv.Atoi(cpus[i])
+	if err != nil {
+		tb.Fatalf("GOFI_BENCH_PIN: %v", err)
+	}
+	runtime.LockOSThread()
+	var old, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		tb.Fatal(err)
+	}
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		tb.Fatal(err)
+	}
+	return func() {
+		unix.SchedSetaffinity(0, &old)
+		runtime.UnlockOSThread()
 	}
 }

@@ -39,7 +39,13 @@
 # CPUs then, but for the 5% the kernel's real-time throttling leaves
 # others each second: on a host loaded by others, the tail a quiet one
 # would show. A measuring tool: while they run, the machine's other
-# tasks, its kernel threads included, wait.
+# tasks, its kernel threads included, wait. Under RT the two perftest
+# processes are also pinned, one to each CPU of CPUS (perftest serve on
+# the second, perftest latency connecting to it from the first), so two
+# real-time spinners can never share one CPU, and every program runs
+# under timeout 60. (Pinned without RT, a process's sysmon and its
+# spinner share one CPU under the normal scheduler: p99.9 of hundreds of
+# microseconds; so without RT the two processes are left unbound.)
 set -eu
 ROUNDS=${ROUNDS:-3}
 ITERS=${ITERS:-200000}
@@ -47,7 +53,7 @@ SIZES=${SIZES:-8,4k,64k}
 PROV=${PROV:-shm}
 rt=()
 if [ -n "${RT:-}" ]; then
-	rt=(chrt -f "$RT")
+	rt=(timeout 60 chrt -f "$RT")
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
@@ -196,7 +202,17 @@ for r in $(seq 1 "$ROUNDS"); do
 		awk -F'[:,]' '/p50_ns/ { p50 = $2 } /p99_ns/ { p99 = $2 } /p99_9_ns/ { p999 = $2 } /max_ns/ { mx = $2 }
 			END { printf "  Go flag (pinned)          %8.3f %8.3f %8.3f %8.1f\n", p50/1e3, p99/1e3, p999/1e3, mx/1e3 }'
 	rm -f "$tmp/dump"
-	counted "${rt[@]}" "$tmp/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$tmp/dump" 2>/dev/null |
+	if [ -n "${RT:-}" ]; then # pinned: perftest serve on b, the client on a (see RT above)
+		port=$((47600 + $$ % 300))
+		taskset -c "$b" "${rt[@]}" "$tmp/perftest" serve -once -B "$port" >"$tmp/serve.out" 2>&1 &
+		sleep 0.5
+		lat=(taskset -c "$a" "${rt[@]}" "$tmp/perftest" latency -P "$port")
+		node=(localhost) # counts below: the client process only
+	else
+		lat=("$tmp/perftest" latency)
+		node=()
+	fi
+	counted "${lat[@]}" -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$tmp/dump" "${node[@]}" 2>/dev/null |
 		awk '/^#/ { print "  " $0; next } /^bytes/ { next } { printf "  gofi %s %-6s             %8.3f %8.3f %8.3f   (mean %s)\n", "'"$PROV"'", $1, $3, $5, $6, $7 }'
 	# stalls per second of each size's timed loop, from -dump (size, start ns, half ns)
 	[ -s "$tmp/dump" ] && awk '!/^#/ { if (!($1 in first)) { first[$1] = $2; order[++n] = $1 } last[$1] = $2 + 2 * $3; if ($3 > 5000) st[$1]++ }
@@ -219,4 +235,5 @@ for r in $(seq 1 "$ROUNDS"); do
 						s, thr / 1e3, slow, n, 100 * slow / n, slow / secs, frate, 100 * frate * secs / n }' "$tmp/flagdump" "$tmp/dump"
 		done
 	counts
+	wait # the pinned server (RT) exits after its one client
 done
