@@ -4,7 +4,7 @@
 #   benchmarks/tailholes.sh                       # shm, 8 B and 4 KiB, 200k round trips
 #   SIZES=8,4k,64k ITERS=500000 benchmarks/tailholes.sh
 #   GOMAXPROCS=2 benchmarks/tailholes.sh          # the runtime's default scheduling
-#   RT=50 benchmarks/tailholes.sh                 # perftest under chrt -f 50 (see tail.sh)
+#   RT=50 benchmarks/tailholes.sh                 # perftest under chrt -f 50, pinned (see tail.sh)
 #
 # Runs perftest latency -dump under perf record -a -k CLOCK_MONOTONIC
 # (context switches, wake-ups, nanosleep, interrupts, hrtimers, page
@@ -26,7 +26,7 @@ PROV=${PROV:-shm}
 X=${X:-5}
 rt=()
 if [ -n "${RT:-}" ]; then
-	rt=(chrt -f "$RT")
+	rt=(timeout 60 chrt -f "$RT")
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-}
@@ -37,13 +37,27 @@ fi
 mkdir -p "$out"
 (cd "$here/.." && go build -o "$out/perftest" ./cmd/perftest && go build -o "$out/tailholes" ./benchmarks/tailholes)
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)${RT:+, perftest under chrt -f $RT}"
+lat=("$out/perftest" latency)
+node=()
+if [ -n "${RT:-}" ]; then
+	# Under RT the two perftest processes are pinned, one to each CPU of
+	# CPUS (default 0,1): perftest serve on the second, the client on the
+	# first (see tail.sh), each under timeout 60.
+	CPUS=${CPUS:-0,1}
+	port=$((47600 + $$ % 300))
+	taskset -c "${CPUS#*,}" "${rt[@]}" "$out/perftest" serve -once -B "$port" >"$out/serve.out" 2>&1 &
+	sleep 0.5
+	lat=(taskset -c "${CPUS%,*}" "${rt[@]}" "$out/perftest" latency -P "$port")
+	node=(localhost)
+fi
 perf record -q -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
 	-e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_nanosleep \
 	-e irq:irq_handler_entry -e irq:softirq_entry -e timer:hrtimer_expire_entry \
 	-e exceptions:page_fault_user -e exceptions:page_fault_kernel \
 	-e irq_vectors:call_function_entry -e irq_vectors:call_function_single_entry \
 	-e irq_vectors:reschedule_entry -e irq_vectors:irq_work_entry -e tlb:tlb_flush \
-	-- "${rt[@]}" "$out/perftest" latency -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$out/dump.txt" 2>/dev/null
+	-- "${lat[@]}" -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$out/dump.txt" "${node[@]}" 2>/dev/null
+wait
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace >"$out/perf.txt" 2>/dev/null
 "$out/tailholes" -perf "$out/perf.txt" -dump "$out/dump.txt" -x "$X"

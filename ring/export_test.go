@@ -31,3 +31,6 @@ const (
 	KindData = kindData
 	KindPad  = kindPad
 )
+
+// DataOf returns r's data area (tests only).
+func DataOf(r *Ring) []byte { return r.data }

@@ -128,7 +128,8 @@ func checkRegion(mem []byte) error {
 }
 
 // New returns a ring over ordinary Go memory, for two goroutines of one
-// process. The region is aligned to the CPU's cache line.
+// process. The region is aligned to the CPU's cache line, and its pages
+// are faulted in here (see prefault), not by the first lap of records.
 func New(capacity int) (*Ring, error) {
 	if !validCapacity(capacity) {
 		return nil, fmt.Errorf("%w: %d", ErrBadCapacity, capacity)
@@ -136,12 +137,32 @@ func New(capacity int) (*Ring, error) {
 	size := HeaderSize + capacity
 	a := max(CacheLine(), Align)
 	buf := make([]byte, size+a)
+	prefault(buf)
 	skip := 0
 	if m := int(uintptr(unsafe.Pointer(unsafe.SliceData(buf))) & uintptr(a-1)); m != 0 {
 		skip = a - m
 	}
 	return Init(buf[skip:skip+size:skip+size], capacity)
 }
+
+// prefault writes one byte of every page of buf (a zero over a zero), so
+// that the kernel maps them now. A large make gets pages straight from the
+// OS, which the runtime knows are zero and does not touch: without this
+// the first lap of records takes a page fault every 4 KiB. Measured
+// 2026-11-25 in this guest (one goroutine, a fresh 64 MiB ring, 4 Mi
+// TryWrite+TryRead of 8 bytes, load 4.9, 3 runs each): the first lap took
+// 16.5k faults and 127-219 ms; prefaulted, New took the faults in 49-108
+// ms and the lap 0-1 faults and 58-90 ms. A buffered channel pays the
+// same at make, which clears its buffer.
+func prefault(buf []byte) {
+	for i := 0; i < len(buf); i += pageStride {
+		buf[i] = 0
+	}
+}
+
+// pageStride is the smallest page size of the supported platforms; where
+// pages are larger, prefault writes some pages more than once.
+const pageStride = 4096
 
 // Init lays out a new ring at the start of mem (which must be at least
 // Size(capacity) bytes and Align-aligned; it may be a slice of a larger
