@@ -77,6 +77,10 @@ type tconn struct {
 	closeErr   error       // why gnet closed it, while draining
 	rx         *rmaRx      // the RMA request being executed (rma.go)
 	lastPush   bool        // the last frame decoded was a PUSH (own.go: read the next header alone)
+	// placed: both HELLOs agreed to exchange places (place.go); set by
+	// the loop at the HELLO, read by every writer (a frame queued before
+	// the handshake ended goes unstamped).
+	placed atomic.Bool
 
 	// under peer.mu
 	ready     bool // handshake done and no write error: writes allowed
@@ -142,7 +146,7 @@ func (tc *tconn) writeDirect(hdr []byte, iov [][]byte) (int, error) {
 	cred := 0
 	if p != nil && p.tx == tc && p.owed >= p.t.creditSoon() {
 		f := frame{op: opCredit, length: uint64(p.owed)}
-		putHeader(tc.cbuf[:], &f)
+		tc.header(tc.cbuf[:], &f)
 		v = append(v, iovec(tc.cbuf[:]))
 		cred = hdrSize
 	}
@@ -632,6 +636,10 @@ func (tc *tconn) buildHello() {
 	h[25] = protoVersion
 	h[26] = byte(len(t.name))
 	copy(h[28:56], t.name)
+	if id := t.cfg.Host; id != 0 && id != NoHost { // places of same-host peers (place.go)
+		h[24] |= helloPlace
+		binary.LittleEndian.PutUint64(h[56:], id)
+	}
 }
 
 func (l *loop) OnTraffic(c gnet.Conn) gnet.Action {
@@ -1096,6 +1104,7 @@ func (tc *tconn) handshake(f *frame, src inbound) error {
 		if w := binary.LittleEndian.Uint32(h[20:]); w < minWindow {
 			return fmt.Errorf("%w: window %d", errProto, w)
 		}
+		tc.placed.Store(placeOf(t.cfg.Host, h))
 		if len(key) == 0 {
 			return tc.attach()
 		}
@@ -1169,6 +1178,11 @@ func (tc *tconn) attach() error {
 	}
 	if !tc.dialed {
 		tc.peer = p // a dialed one has had it from the start (its dial and openExpired read it)
+	}
+	if tc.placed.Load() {
+		tc.dec.place = &p.place
+		p.outranks.Store(t.outranks(binary.LittleEndian.Uint32(h[16:]), inst))
+		t.addLocal(p)
 	}
 	tc.state = stReady
 	tc.ready = true

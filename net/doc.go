@@ -26,6 +26,11 @@
 // ECONNRESET, including frames still queued on a dial that reached the new
 // process, and late bytes of the old connections are refused, so credit,
 // window accounting and rendezvous state always belong to one incarnation.
+// Two endpoints of one kernel (the HELLO's host id: its boot id) stamp
+// every later frame with the CPU their polling thread runs on, and the
+// one that should move leaves a CPU its peer polls on while the host is
+// quiet (place.go): two processes that a wake-up put on one CPU
+// otherwise hand it back and forth for the whole run.
 // Two endpoints that dial each other at once converge to one connection
 // (the dial of the side whose address and instance id sort first): the
 // other side ends its dial with a RETIRE frame and switches, without

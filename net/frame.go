@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/transport"
@@ -16,7 +17,9 @@ import (
 //	  2    1 op
 //	  3    1 flags (transport.Header flags; for CTS: ctsDiscard)
 //	  4    1 kind (transport.Kind for EAGER, RTS and PUSH, else 0)
-//	  5    3 reserved, zero
+//	  5    2 the writer's place (place.go: its CPU + 1) on a connection
+//	         whose HELLOs agreed to exchange them, else 0
+//	  7    1 reserved, zero
 //	  8    8 tag
 //	 16    8 data (remote CQ data; for CTS: the receiver's fetch id; for
 //	         DATA with dataErr: the error status)
@@ -76,6 +79,7 @@ const (
 type frame struct {
 	op, flags, kind uint8
 	group           uint32
+	place           uint32 // header bytes 5-6 (place.go)
 	tag, data       uint64
 	length, cookie  uint64
 }
@@ -108,7 +112,7 @@ func decodeHeader(b []byte, f *frame) error {
 	if binary.LittleEndian.Uint16(b[0:]) != magic {
 		return fmt.Errorf("%w: bad magic", errProto)
 	}
-	if b[5]|b[6]|b[7] != 0 || binary.LittleEndian.Uint32(b[44:]) != 0 {
+	if b[7] != 0 || binary.LittleEndian.Uint32(b[44:]) != 0 {
 		return fmt.Errorf("%w: reserved bytes set", errProto)
 	}
 	*f = frame{
@@ -120,6 +124,7 @@ func decodeHeader(b []byte, f *frame) error {
 		length: binary.LittleEndian.Uint64(b[24:]),
 		cookie: binary.LittleEndian.Uint64(b[32:]),
 		group:  binary.LittleEndian.Uint32(b[40:]),
+		place:  uint32(b[5]) | uint32(b[6])<<8,
 	}
 	var maxLen uint64
 	wantKind := false
@@ -220,6 +225,9 @@ type decoder struct {
 	rn       int
 	rmaBody  bool
 	rmaWhole bool
+	// place receives the peer's place stamps (place.go); nil: the
+	// connection does not exchange them and a stamp is an error.
+	place *atomic.Uint32
 }
 
 // run decodes as many frames as src holds. stalled reports that the
@@ -236,6 +244,12 @@ func (d *decoder) run(src inbound, h frameHandler) (stalled bool, err error) {
 			}
 			if err := decodeHeader(d.raw[:], &d.f); err != nil {
 				return false, err
+			}
+			if v := d.f.place; v != 0 {
+				if d.place == nil {
+					return false, fmt.Errorf("%w: reserved bytes set", errProto)
+				}
+				d.place.Store(v) // fresh: clears placeSeen
 			}
 			d.have = true
 			if d.f.op == opData {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +38,13 @@ type peer struct {
 	held []*[]byte // engine's goroutine only: refused records, in order
 
 	rmaFree []*rmaOp // RMA operation records for reuse (rma.go), under mu
+
+	// Same-host peers (place.go): local (under mu) once listed in
+	// Transport.local; place its last stamp; outranks: it stays rather
+	// than this side when both poll from their applications.
+	local    bool
+	place    atomic.Uint32
+	outranks atomic.Bool
 }
 
 func newPeer(t *Transport, idx transport.Peer, ap netip.AddrPort) *peer {
@@ -255,7 +263,7 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 		iov = nil
 	}
 	p.credit -= cost
-	putHeader(tc.hbuf[:], &f)
+	tc.header(tc.hbuf[:], &f)
 	if !direct {
 		tc.enqueueCopy(tc.hbuf[:], iov, 0, op, eager)
 		return false, transport.OK
@@ -359,7 +367,7 @@ func (p *peer) controlLocked(f *frame) { p.controlOnLocked(p.tx, f) }
 
 // controlOnLocked sends a header-only frame on tc, behind what is queued.
 func (p *peer) controlOnLocked(tc *tconn, f *frame) {
-	putHeader(tc.hbuf[:], f)
+	tc.header(tc.hbuf[:], f)
 	if tc.ready && tc.qh == len(tc.q) {
 		n, err := tc.writeDirect(tc.hbuf[:], nil)
 		if err == nil && n == hdrSize {
@@ -384,7 +392,7 @@ func (p *peer) controlOnLocked(tc *tconn, f *frame) {
 func (p *peer) sendDataLocked(s *sendSlot, fetchID uint64, want uint64) {
 	tc := p.tx
 	f := frame{op: opData, length: want, cookie: fetchID}
-	putHeader(tc.hbuf[:], &f)
+	tc.header(tc.hbuf[:], &f)
 	iov := s.iov
 	if want < s.length { // truncated receive: send a prefix
 		iov = truncIOV(tc, s.iov, want)

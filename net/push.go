@@ -306,7 +306,7 @@ func scatter(dst [][]byte, src []byte) int {
 // The peer's mu is held.
 func (t *Transport) sendPushLocked(p *peer, tc *tconn, f *frame, iov [][]byte, op transport.Op, cost int64, direct bool) (bool, transport.Code) {
 	p.credit -= cost
-	putHeader(tc.hbuf[:], f)
+	tc.header(tc.hbuf[:], f)
 	if !direct {
 		tc.enqueueRef(tc.hbuf[:], iov, 0, op)
 		return false, transport.OK

@@ -189,7 +189,7 @@ func (p *peer) rmaIssueLocked(r *rmaOp, pos, n uint64) transport.Code {
 	}
 	hl := rq.HeaderLen()
 	hb := tc.rmaHdr[:hdrSize+hl]
-	putHeader(hb, &frame{op: opRMA, cookie: uint64(id), length: uint64(hl) + rq.Payload})
+	tc.header(hb, &frame{op: opRMA, cookie: uint64(id), length: uint64(hl) + rq.Payload})
 	rq.Encode(hb[hdrSize:])
 	r.inflight++
 	p.rmaWriteLocked(tc, hb, payload, q.Inject)
@@ -546,7 +546,7 @@ func (tc *tconn) rmaAnswerFrom(st *rmaRx, code rma.Code, payload [][]byte, regio
 	} else {
 		f.length = iovLen(payload)
 	}
-	putHeader(out.hbuf[:], &f)
+	out.header(out.hbuf[:], &f)
 	if !region && hdrSize+f.length <= answerSmall {
 		// Batched: written once this decoding pass ends (flushAnswers).
 		if len(out.ab)+hdrSize+int(f.length) > cap(out.ab) {

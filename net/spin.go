@@ -79,6 +79,7 @@ type spinner struct {
 	tasks     *int32 // gnet's task flag (gnetTasks), nil unknown
 	skipped   bool   // a pass left a connection to gnet (bytes in its buffer)
 	conns     []*tconn
+	lastMove  time.Duration // the loop's last move off a peer's CPU (place.go)
 }
 
 // schedYield gives the CPU to another thread of its run queue, if one
@@ -115,6 +116,10 @@ func (s *spinner) arrived(now time.Time) {
 // until no byte came for the window.
 func (t *Transport) loopSpin() {
 	s := &t.spin
+	local := t.local.Load() != nil
+	if local {
+		t.notePlace() // where the loop polls (place.go)
+	}
 	now := time.Now()
 	s.last = now
 	if s.w == 0 {
@@ -122,9 +127,12 @@ func (t *Transport) loopSpin() {
 		return
 	}
 	start := now
-	for {
+	for pass := 1; ; pass++ {
 		if t.closing.Load() || t.handshakes.Load() != 0 || t.parkWanted() {
 			return
+		}
+		if local && pass%placeEvery == 0 {
+			t.lookPlace(&s.lastMove) // where the loop and its peers poll (place.go)
 		}
 		if t.spinPass() {
 			s.hits.Add(1)

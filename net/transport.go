@@ -64,6 +64,10 @@ type Config struct {
 	// adapts between 0 and SpinMax). Zero: GOFI_TCP_SPIN if set, else
 	// 100 us; negative disables.
 	SpinMax time.Duration
+	// Host identifies the host to same-host peers, which then exchange
+	// where they poll (place.go). Zero: the kernel's boot id; NoHost:
+	// places are not exchanged (as with peers from before place.go).
+	Host uint64
 	// KeepAlive is the idle time before TCP keepalive probes start
 	// (default 5 s; probes every second, 3 of them). Negative disables.
 	KeepAlive time.Duration
@@ -79,6 +83,9 @@ type Config struct {
 	// off.
 	UserTimeout time.Duration
 }
+
+// NoHost as Config.Host: this transport exchanges no places.
+const NoHost = ^uint64(0)
 
 // UserTimeoutEnv sets Config.UserTimeout when that is zero.
 const UserTimeoutEnv = "GOFI_TCP_USER_TIMEOUT"
@@ -98,6 +105,9 @@ const (
 func (c *Config) fill() error {
 	if c.Addr == "" {
 		return errors.New("net: Config.Addr is empty")
+	}
+	if c.Host == 0 {
+		c.Host = hostID()
 	}
 	if c.MaxEager == 0 {
 		c.MaxEager = defaultMaxEager
@@ -238,6 +248,17 @@ type Transport struct {
 	// the last of them that read first found bytes (Poll's goroutine).
 	afterWrite int64
 	ahead      bool
+
+	// Places of same-host peers (place.go): place is this side's stamp;
+	// local lists the peers that exchange places (copy on write under
+	// localMu); lastMove, placePolls: Poll's goroutine; moves (tests).
+	place      atomic.Uint32
+	local      atomic.Pointer[[]*peer]
+	localMu    sync.Mutex
+	lastMove   time.Duration
+	placePolls uint64
+	moves      atomic.Int64
+	crowded    atomic.Int64 // moves not made: the host was busy (tests)
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
@@ -562,6 +583,11 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 			if !readFirst {
 				t.firstYields++
 				schedYield()
+			}
+		}
+		if t.local.Load() != nil {
+			if t.placePolls++; t.placePolls%placeEvery == 0 {
+				t.lookPlace(&t.lastMove)
 			}
 		}
 		t.own.Lock()

@@ -1,0 +1,341 @@
+package net
+
+import (
+	"bytes"
+	"encoding/hex"
+	"hash/fnv"
+	"os"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Where same-host peers poll: moving off a peer's CPU.
+//
+// Two processes talking over loopback that a wake-up put on one CPU stay
+// there: each busy-polls and hands the CPU to the other with sched_yield
+// (Poll, spin.go), so both always look cache-hot to the load balancer and
+// neither is moved. Every message then costs both sides' system calls in
+// series plus two context switches: perftest pingpong -compare showed
+// 1700-3200 involuntary context switches per 1000 iterations in the 64 KiB
+// rounds that lost to Go's net, and an 8-byte RMA with an idle target took
+// ~20 us co-located against ~13 on two CPUs. shm solves this with its
+// regions (each owner writes its polling CPU there; engine, move_linux.go);
+// tcp peers on one host share no memory, so the CPU rides on the frames.
+//
+// When both HELLOs carry helloPlace and the same host id (Config.Host,
+// by default the kernel's boot id, so two network namespaces or
+// containers of one kernel, which share its CPUs, count as one host, and
+// two hosts never do), every later frame on that connection carries the
+// writer's polling CPU + 1 in the header's bytes 5-6 (0: not known yet).
+// The thread that reads the sockets (Poll while it owns the loop, else
+// the loop's spin) looks where it runs (getcpu) every placeEvery Polls or
+// passes, and at each OnTraffic, and keeps it in Transport.place; a write
+// stamps the last value (no system call per frame). The receiver keeps
+// each same-host peer's last stamp (peer.place) and marks it seen when it
+// looks, so only stamps that came since count.
+//
+// At the same looks the polling thread moves: when a fresh stamp says a
+// same-host peer polls on this very CPU, and that peer stays (of the two,
+// the one with the larger pid, then instance id: they do not both jump),
+// the thread moves to the next CPU of its mask and straight back to the
+// mask (moveAway), at most once per moveGap, and only while the host is
+// quiet (hostQuiet: no more runnable threads than CPUs). On a busier host
+// a pair that yields does better together: each would share its CPU with
+// other programs and hand them its time slice at every yield (measured in
+// hostQuiet's comment). GOFI_CQ_MOVE=off (engine.MoveEnv) turns the move
+// off, with the engine's; the engine's own move asks PeerShares
+// (transport.CPUSharer).
+
+// helloPlace: the HELLO's sender stamps frames with its CPU and reads
+// stamps (see above); flag bit of the HELLO's byte 24.
+const helloPlace = 1 << 1
+
+// Stamp layout in the frame header: bytes 5-6 the CPU + 1 (little-endian;
+// 0: not known), byte 7 zero. As a uint32: the CPU + 1 in the low 16 bits,
+// and placeSeen, which only the receiver sets.
+const (
+	placeSeen = 1 << 31 // the stamp was looked at since it came
+	placeCPU  = 0xffff
+)
+
+const (
+	placeEvery = 16                    // Polls (or spin passes) between looks
+	moveGap    = 10 * time.Millisecond // at most one move per
+)
+
+// moveEnv is engine.MoveEnv: "off" turns every move off.
+const moveEnv = "GOFI_CQ_MOVE"
+
+var moveOff = sync.OnceValue(func() bool { return os.Getenv(moveEnv) == "off" })
+
+// hostID identifies the running kernel (its boot id), 0 when unknown.
+var hostID = sync.OnceValue(func() uint64 {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return 0
+	}
+	return hostIDOf(b)
+})
+
+// hostIDOf hashes a boot id ("xxxxxxxx-xxxx-...") to a nonzero id, or 0
+// when it is not one.
+func hostIDOf(b []byte) uint64 {
+	b = bytes.TrimSpace(b)
+	raw := make([]byte, 0, 16)
+	for _, part := range bytes.Split(b, []byte("-")) {
+		d := make([]byte, hex.DecodedLen(len(part)))
+		if _, err := hex.Decode(d, part); err != nil {
+			return 0
+		}
+		raw = append(raw, d...)
+	}
+	if len(raw) != 16 {
+		return 0
+	}
+	h := fnv.New64a()
+	h.Write(raw)
+	return h.Sum64() | 1
+}
+
+// getCPU returns the CPU the calling thread runs on, or -1.
+func getCPU() int {
+	var c uint32
+	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
+		return -1
+	}
+	return int(c)
+}
+
+// placeCPUs is where tests say the polling thread runs (nil: getCPU).
+var placeCPUs func() int
+
+// header builds f's header into b, stamped when the connection's two
+// sides exchange places (tc.placed).
+func (tc *tconn) header(b []byte, f *frame) {
+	putHeader(b, f)
+	if tc.placed.Load() {
+		v := tc.t.place.Load()
+		b[5], b[6] = byte(v), byte(v>>8)
+	}
+}
+
+// notePlace stores where this thread polls and returns the CPU, or -1;
+// nothing when no same-host peer reads it.
+func (t *Transport) notePlace() int {
+	if t.local.Load() == nil {
+		return -1
+	}
+	c := -1
+	if placeCPUs != nil {
+		c = placeCPUs()
+	} else {
+		c = getCPU()
+	}
+	if c < 0 || c >= placeCPU {
+		return -1
+	}
+	v := uint32(c + 1)
+	if t.place.Load() != v {
+		t.place.Store(v)
+	}
+	return c
+}
+
+// placeOf is what a HELLO says about places: the connection exchanges
+// them when both sides ask for it and run on one kernel.
+func placeOf(host uint64, theirs []byte) bool {
+	return host != 0 && host != NoHost && theirs[24]&helloPlace != 0 && getU64(theirs[56:]) == host
+}
+
+func getU64(b []byte) uint64 {
+	_ = b[7]
+	return uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24 |
+		uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+}
+
+// addLocal lists p among the peers whose places this side reads (once;
+// p.mu held).
+func (t *Transport) addLocal(p *peer) {
+	if p.local {
+		return
+	}
+	p.local = true
+	t.localMu.Lock()
+	old := t.local.Load()
+	var l []*peer
+	if old != nil {
+		l = append(l, *old...)
+	}
+	l = append(l, p)
+	t.local.Store(&l)
+	t.localMu.Unlock()
+}
+
+// outranks reports whether a peer with pid and instance id inst stays
+// rather than this side when both poll from their applications.
+func (t *Transport) outranks(pid uint32, inst uint64) bool {
+	if pid != t.pid {
+		return pid > t.pid
+	}
+	return inst > t.instance
+}
+
+// sharer returns a same-host peer that stays and polls on cpu, by a stamp
+// that came since the last look (marked seen), or nil.
+func (t *Transport) sharer(cpu int) *peer {
+	l := t.local.Load()
+	if l == nil {
+		return nil
+	}
+	for _, p := range *l {
+		v := p.place.Load()
+		if v&placeSeen != 0 || int(v&placeCPU) != cpu+1 {
+			continue
+		}
+		p.place.CompareAndSwap(v, v|placeSeen)
+		if p.outranks.Load() {
+			return p
+		}
+	}
+	return nil
+}
+
+// PeerShares reports whether a same-host peer that stays polls on cpu
+// (transport.CPUSharer), by a stamp that came since the last look, and
+// the host is quiet (see above).
+func (t *Transport) PeerShares(cpu int) bool {
+	if cpu < 0 || cpu >= placeCPU || moveOff() {
+		return false
+	}
+	return t.sharer(cpu) != nil && hostQuiet()
+}
+
+// lookPlace is the polling thread's look at where it and its peers poll
+// (every placeEvery Polls while Poll reads the sockets itself, or passes
+// of the loop's spin): it moves off a CPU that a peer which stays polls
+// on (see above), at most once per moveGap (last: the thread's last move).
+func (t *Transport) lookPlace(last *time.Duration) {
+	c := t.notePlace()
+	if c < 0 || moveOff() {
+		return
+	}
+	now := time.Since(placeEpoch)
+	if *last != 0 && now-*last < moveGap {
+		return
+	}
+	if t.sharer(c) == nil {
+		return
+	}
+	*last = now
+	if !hostQuiet() {
+		t.crowded.Add(1)
+		return
+	}
+	if placeMove(c) {
+		t.moves.Add(1)
+		t.notePlace()
+	}
+}
+
+// hostQuiet reports whether no more threads are runnable on the host than
+// it has CPUs (/proc/loadavg's fourth field; placeQuiet in tests). Apart,
+// each of the pair then has a CPU to itself. On a busier host each would
+// share its CPU with other programs, and a poller that yields hands such
+// a program its time slice, where co-located ones hand the CPU to each
+// other: pinned apart at load 7 an 8-byte ping-pong took 125-160 us per
+// transfer against 22-40 pinned together (64 KiB 395-1131 against 64-117).
+func hostQuiet() bool {
+	if placeQuiet != nil {
+		return placeQuiet()
+	}
+	fd := loadavgFD()
+	if fd < 0 {
+		return false
+	}
+	var b [128]byte
+	n, err := unix.Pread(fd, b[:], 0)
+	if err != nil || n <= 0 {
+		return false
+	}
+	r, ok := runnableOf(b[:n])
+	return ok && r <= runtime.NumCPU()
+}
+
+// placeQuiet stands in for hostQuiet in tests (nil: /proc/loadavg).
+var placeQuiet func() bool
+
+var loadavgFD = sync.OnceValue(func() int {
+	fd, err := unix.Open("/proc/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
+})
+
+// runnableOf parses the runnable count of a /proc/loadavg line
+// ("0.49 2.53 3.30 2/91 15404": 2).
+func runnableOf(b []byte) (int, bool) {
+	f := 0
+	i := 0
+	for ; i < len(b) && f < 3; i++ {
+		if b[i] == ' ' {
+			f++
+		}
+	}
+	n, digits := 0, 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9' && digits < 9; i++ {
+		n = n*10 + int(b[i]-'0')
+		digits++
+	}
+	if digits == 0 || i >= len(b) || b[i] != '/' {
+		return 0, false
+	}
+	return n, true
+}
+
+var placeEpoch = time.Now()
+
+// placeMove is moveAway (tests count the moves).
+var placeMove = moveAway
+
+// moveAway moves the calling thread from cpu to the next CPU of its mask
+// and restores the mask at once (sched_setaffinity to that CPU alone,
+// which migrates the thread, then back): nothing stays bound. It reports
+// whether it moved: not when the thread no longer runs on cpu or its
+// mask has no other CPU. (engine/move_linux.go does the same for shm.)
+func moveAway(cpu int) bool {
+	runtime.LockOSThread() // one thread throughout: the mask read is the one restored
+	defer runtime.UnlockOSThread()
+	var m unix.CPUSet
+	if getCPU() != cpu || unix.SchedGetaffinity(0, &m) != nil {
+		return false
+	}
+	to := -1
+	n := len(m) * 64
+	for i := 1; i < n; i++ {
+		if c := (cpu + i) % n; m.IsSet(c) {
+			to = c
+			break
+		}
+	}
+	if to < 0 || to == cpu {
+		return false
+	}
+	var one unix.CPUSet
+	one.Set(to)
+	if unix.SchedSetaffinity(0, &one) != nil {
+		return false
+	}
+	for unix.SchedSetaffinity(0, &m) != nil {
+		// Only if the mask's CPUs went offline meanwhile: widen to every
+		// CPU rather than leave the thread bound.
+		for i := range m {
+			m[i] |= ^m[i]
+		}
+	}
+	return true
+}

@@ -1,0 +1,228 @@
+package net
+
+import (
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+func TestHostIDOf(t *testing.T) {
+	a := hostIDOf([]byte("0f2d7c4e-9a41-4c57-8d1e-3b6f0a9c2e11\n"))
+	if a == 0 || a == NoHost {
+		t.Fatalf("boot id hashed to %#x", a)
+	}
+	if b := hostIDOf([]byte("0f2d7c4e-9a41-4c57-8d1e-3b6f0a9c2e11")); b != a {
+		t.Fatalf("same boot id, ids %#x and %#x", a, b)
+	}
+	if b := hostIDOf([]byte("0f2d7c4e-9a41-4c57-8d1e-3b6f0a9c2e12")); b == a {
+		t.Fatal("two boot ids, one host id")
+	}
+	for _, bad := range []string{"", "x", "0f2d7c4e-9a41-4c57-8d1e", "0f2d7c4e-9a41-4c57-8d1e-3b6f0a9c2e1z", "0f2d7c4e-9a41-4c57-8d1e-3b6f0a9c2e1100"} {
+		if id := hostIDOf([]byte(bad)); id != 0 {
+			t.Errorf("%q hashed to %#x, want 0", bad, id)
+		}
+	}
+}
+
+func TestRunnableOf(t *testing.T) {
+	for in, want := range map[string]int{"0.49 2.53 3.30 2/91 15404\n": 2, "10.00 9.00 8.00 17/300 1": 17} {
+		if n, ok := runnableOf([]byte(in)); !ok || n != want {
+			t.Errorf("%q: %d %v, want %d", in, n, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "0.49 2.53 3.30", "0.49 2.53 3.30 x/91 1", "0.49 2.53 3.30 2 91"} {
+		if _, ok := runnableOf([]byte(bad)); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}
+
+// A stamp (bytes 5-6) decodes into frame.place; byte 7 stays reserved; a
+// decoder takes stamps only on a connection that exchanges places, and
+// stores the last one, fresh.
+func TestDecode_PlaceStamps(t *testing.T) {
+	b := make([]byte, hdrSize)
+	putHeader(b, &frame{op: opCredit, length: 8})
+	b[5], b[6] = 0x34, 0x12
+	var f frame
+	if err := decodeHeader(b, &f); err != nil || f.place != 0x1234 {
+		t.Fatalf("stamped header: %v, place %#x", err, f.place)
+	}
+	b[7] = 1
+	if err := decodeHeader(b, &f); !errors.Is(err, errProto) {
+		t.Fatalf("byte 7 set: %v, want a protocol error", err)
+	}
+	b[7] = 0
+	var d decoder
+	if _, err := d.run(&chunked{data: b, avail: len(b)}, &fuzzHandler{}); !errors.Is(err, errProto) {
+		t.Fatalf("stamp on a connection without places: %v, want a protocol error", err)
+	}
+	var place atomic.Uint32
+	place.Store(0x1234 | placeSeen)
+	d = decoder{place: &place}
+	if _, err := d.run(&chunked{data: b, avail: len(b)}, &fuzzHandler{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := place.Load(); got != 0x1234 {
+		t.Fatalf("stored %#x, want 0x1234 (fresh)", got)
+	}
+}
+
+// placeHooks makes every polling thread of the test's transports say it
+// runs on cpu, counts moves per CPU and sets whether the host is quiet,
+// until the test's transports are closed.
+func placeHooks(t *testing.T, cpu int, quiet bool) *atomic.Int64 {
+	t.Helper()
+	if hostID() == 0 {
+		t.Skip("no boot id: no host identity")
+	}
+	var moves atomic.Int64
+	placeCPUs = func() int { return cpu }
+	placeMove = func(c int) bool {
+		if c == cpu {
+			moves.Add(1)
+		}
+		return true
+	}
+	placeQuiet = func() bool { return quiet }
+	t.Cleanup(func() { placeCPUs, placeMove, placeQuiet = nil, moveAway, nil })
+	return &moves
+}
+
+// pingPong sends n 8-byte messages each way between a and b, both
+// polling (their loops borrowed).
+func pingPong(t *testing.T, a, b *Transport, n int) {
+	t.Helper()
+	as, bs := newSink(), newSink()
+	pa, _ := a.Resolve(b.Name())
+	pb, _ := b.Resolve(a.Name())
+	h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+	deadline := time.Now().Add(20 * time.Second)
+	wait := func(s *fakeSink, i int) {
+		for len(s.arrivals) < i {
+			if len(as.downs)+len(bs.downs) != 0 || time.Now().After(deadline) {
+				t.Fatalf("message %d: peer down %v %v, or timed out", i, as.downs, bs.downs)
+			}
+			a.Poll(as)
+			b.Poll(bs)
+		}
+	}
+	for i := 1; i <= n; i++ {
+		if _, c := a.Send(pa, h, [][]byte{pattern(8, byte(i))}, transport.Op(i)); c != transport.OK {
+			t.Fatalf("Send %d: %d", i, c)
+		}
+		wait(bs, i)
+		if _, c := b.Send(pb, h, [][]byte{pattern(8, byte(i))}, transport.Op(i)); c != transport.OK {
+			t.Fatalf("Send back %d: %d", i, c)
+		}
+		wait(as, i)
+	}
+}
+
+// localPeer returns tr's one same-host peer, or nil.
+func localPeer(tr *Transport) *peer {
+	l := tr.local.Load()
+	if l == nil || len(*l) != 1 {
+		return nil
+	}
+	return (*l)[0]
+}
+
+// Two endpoints of one host learn where the other polls from the stamps
+// on its frames; of the two, exactly one stays (outranks) and only the
+// other moves off the CPU they share, when the host is quiet.
+func TestPlace_SameHostPeerMovesOffTheSharedCPU(t *testing.T) {
+	moves := placeHooks(t, 3, true)
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	pingPong(t, a, b, 400)
+	pa, pb := localPeer(b), localPeer(a) // a as b sees it, and b as a sees it
+	if pa == nil || pb == nil {
+		t.Fatal("same-host peers not listed")
+	}
+	if pa.outranks.Load() == pb.outranks.Load() {
+		t.Fatalf("both or neither stay: a outranks %v, b outranks %v", pa.outranks.Load(), pb.outranks.Load())
+	}
+	for _, p := range []*peer{pa, pb} {
+		if got := p.place.Load() & placeCPU; got != 4 {
+			t.Fatalf("peer's place %#x, want CPU 3 + 1", got)
+		}
+	}
+	stays, mover := a, b // a stays where b sees it outrank
+	if pb.outranks.Load() {
+		stays, mover = b, a
+	}
+	pingPong(t, a, b, 400)
+	if stays.moves.Load() != 0 || mover.moves.Load() == 0 || moves.Load() != mover.moves.Load() {
+		t.Fatalf("moves: the side that stays %d, the other %d, hook %d", stays.moves.Load(), mover.moves.Load(), moves.Load())
+	}
+}
+
+// On a busy host nobody moves (hostQuiet): apart, each would share its
+// CPU with other programs.
+func TestPlace_NoMoveOnABusyHost(t *testing.T) {
+	moves := placeHooks(t, 3, false)
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	pingPong(t, a, b, 800)
+	if moves.Load() != 0 || a.moves.Load()+b.moves.Load() != 0 {
+		t.Fatalf("moved %d times on a busy host", moves.Load())
+	}
+	if a.crowded.Load()+b.crowded.Load() == 0 {
+		t.Fatal("no move was considered")
+	}
+}
+
+// A peer of another host, or one that does not exchange places (from
+// before them), gets no stamp (its decoder would refuse it) and is not
+// listed; nobody moves.
+func TestPlace_NotExchangedAcrossHostsOrWithOldPeers(t *testing.T) {
+	for name, host := range map[string]uint64{"OtherHost": 0x5eed, "OldPeer": NoHost} {
+		t.Run(name, func(t *testing.T) {
+			moves := placeHooks(t, 3, true)
+			a := listen(t, Config{})
+			b := listen(t, Config{Host: host})
+			pingPong(t, a, b, 100)
+			if a.local.Load() != nil || b.local.Load() != nil || moves.Load() != 0 {
+				t.Fatalf("places exchanged: local %v %v, moves %d", a.local.Load(), b.local.Load(), moves.Load())
+			}
+		})
+	}
+}
+
+// moveAway puts the thread on another CPU of its mask and restores the
+// mask; it refuses a CPU the thread is not on.
+func TestMoveAway(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var m unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Count() < 2 {
+		t.Skip("one CPU allowed")
+	}
+	moved := false
+	for range 20 { // the kernel may move the thread between two calls
+		if c := getCPU(); moveAway(c) {
+			moved = true
+			break
+		}
+	}
+	if !moved {
+		t.Fatal("never moved")
+	}
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &after); err != nil || after != m {
+		t.Fatalf("mask after the move %v (%v), before %v", after, err, m)
+	}
+	if moveAway(len(m)*64 + 1) {
+		t.Fatal("moved off a CPU the thread is not on")
+	}
+}
