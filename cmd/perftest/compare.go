@@ -31,13 +31,13 @@ func fiPingpongBin() string {
 // ourPingpong runs one gofi pingpong of size: a peer process started here
 // and this process as the client. switches is the peer's involuntary
 // context switches and this process's during the run (-1: not known).
-func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr io.Writer) (row ppRow, switches int64, err error) {
+func ourPingpong(fab fabricOpts, size, iters int, settle, timeout time.Duration, stderr io.Writer) (row ppRow, switches int64, err error) {
 	wait := fab.wait
 	if wait == "" {
 		wait = "spin"
 	}
 	args := []string{"pingpong", "-e", fab.epType, "-I", strconv.Itoa(iters), "-S", strconv.Itoa(size),
-		"-m", modeName(fab.tagged), "-timeout", timeout.String(), "-wait", wait}
+		"-m", modeName(fab.tagged), "-timeout", timeout.String(), "-wait", wait, "-settle", settle.String()}
 	if fab.prov != "" {
 		args = append(args, "-p", fab.prov)
 	}
@@ -49,7 +49,7 @@ func ourPingpong(fab fabricOpts, size, iters int, timeout time.Duration, stderr 
 		return ppRow{}, -1, err
 	}
 	o := &ppOpts{fab: fab, iters: iters, size: size, timeout: timeout, dst: "127.0.0.1", dstPort: p.port,
-		common: &commonOpts{json: true}, noPlace: true}
+		common: &commonOpts{json: true}, noPlace: true, settle: settle}
 	sw0 := selfInvoluntary()
 	rows, err := pingpongMain(o, io.Discard, stderr)
 	sw1 := selfInvoluntary()
@@ -186,7 +186,7 @@ func byClass(rows []compareRow) map[string][]compareRow {
 // compareSizes runs the alternating rounds for each size. The placement
 // is probed before the first round and after each (a round's "after" is
 // the next one's "before").
-func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, withOurs, withNet bool, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
+func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds int, withOurs, withNet bool, settle, timeout time.Duration, prog *progress, stderr io.Writer) ([]compareRow, error) {
 	bin := fiPingpongBin()
 	prov := fab.prov
 	var out []compareRow
@@ -197,7 +197,7 @@ func compareSizes(fab fabricOpts, sizes []int, itersFor func(int) int, rounds in
 			v := roundVals{place: roundPlace{before: last}}
 			if withOurs {
 				prog.set("%s pingpong %s: gofi, round %d/%d", prov, sizeStr(int64(size)), r+1, rounds)
-				ours, sw, err := ourPingpong(fab, size, row.iters, timeout, stderr)
+				ours, sw, err := ourPingpong(fab, size, row.iters, settle, timeout, stderr)
 				if err != nil {
 					return out, err
 				}
@@ -276,7 +276,7 @@ func runPingpongCompare(o *ppOpts, stdout, stderr io.Writer) int {
 		return ppIterations(size)
 	}
 	prog := newProgress(stderr)
-	rows, err := compareSizes(o.fab, sizes, itersFor, rounds, withOurs, true, o.timeout, prog, stderr)
+	rows, err := compareSizes(o.fab, sizes, itersFor, rounds, withOurs, true, o.settle, o.timeout, prog, stderr)
 	prog.done()
 	if err != nil {
 		fmt.Fprintf(stderr, "perftest pingpong: %v\n", err)

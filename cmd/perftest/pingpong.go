@@ -44,6 +44,7 @@ type ppOpts struct {
 	compare   bool
 	listenFor time.Duration // bound on the server's wait for a client (0: none)
 	noPlace   bool          // -compare probes the placement itself
+	settle    time.Duration // spin this long, untimed and without messages, before each timed loop
 	placed    []*Placement  // probes at the start and the end (peer on this host)
 }
 
@@ -226,6 +227,7 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.debug, "v", false, "enable debugging output (to stderr)")
 	fs.StringVar(&o.fab.wait, "wait", "spin", "how to wait for completions: spin (busy-poll, as fi_pingpong), yield (spin, sched_yield every 256 polls) or sread (CQ.Sread)")
 	fs.DurationVar(&o.timeout, "timeout", 10*time.Second, "give up on an unreachable or silent peer after this long")
+	fs.DurationVar(&o.settle, "settle", ppSettleFor, "spin this `long` after the control sync, untimed and sending nothing, before each size's timed loop (see ppSettle; 0: time at once, as fi_pingpong)")
 	fs.BoolVar(&o.compare, "compare", false, "run both sides here, alternating gofi, libfabric's fi_pingpong and Go net per size (PERFTEST_ROUNDS rounds, default 3), and print medians and ratios")
 	o.common = addCommonFlags(fs)
 	fs.Usage = func() {
@@ -265,6 +267,9 @@ func runPingpong(args []string, stdout, stderr io.Writer) int {
 	}
 	if _, err := parseEpType(o.fab.epType); err != nil {
 		return usageErr(stderr, "pingpong", err)
+	}
+	if o.settle < 0 {
+		return usageErr(stderr, "pingpong", fmt.Errorf("-settle %v: negative", o.settle))
 	}
 	if err := checkWait(o.fab.wait); err != nil {
 		return usageErr(stderr, "pingpong", err)
@@ -382,6 +387,35 @@ func pingpongMain(o *ppOpts, stdout, stderr io.Writer) ([]ppRow, error) {
 	return pingpongRun(c, o, client, table, stderr)
 }
 
+// ppSettleFor is how long each side spins before a timed loop (-settle).
+const ppSettleFor = 30 * time.Millisecond
+
+// ppSettle spins for d, making no system call and sending nothing, after
+// the control sync that starts a size and before its timed loop, on both
+// sides (both clocks start from the sync: the client's first message
+// still finds the server polling).
+//
+// Why: this program just blocked (the control exchange, the collection
+// and GOMAXPROCS change before the first size), so its runtime's monitor
+// thread (sysmon) slept deeply, and the sync's system call or the end of
+// that stop-the-world woke it in its busiest mode: every 20 us (~90 us
+// with the kernel's timer slack) for 50 rounds, then doubling up to
+// 10 ms, ~25 ms in all. With both CPUs of a two-CPU host spinning (the
+// two processes of the ping-pong) each wake-up takes a spinner's CPU for
+// ~30 us on this VM (a Go loop pinned to one CPU: 1.6-1.8 ms of holes in
+// its first 10 ms, none later). In an 8 B x 10k run (~10 ms) that was
+// 53-118 holes of 15-60 us in the first 6 ms, 2.2-4.3 ms in all, against
+// 0-12 (0-0.4 ms) after a 30 ms settle (perftest pingpong -S 8, four
+// alternated pairs, load 8-10); quiet (load 0.3-0.6, 10 alternated
+// rounds, near and far) 0.77 against 0.47 us per transfer (medians),
+// faster in 10 of 10. fi_pingpong, a C process, has no such thread. Nothing in the fabric is touched: no message, ring or page;
+// the first messages are timed as fi_pingpong times them. -settle 0
+// times at once.
+func ppSettle(d time.Duration) {
+	for t0 := time.Now(); time.Since(t0) < d; {
+	}
+}
+
 // pingpongRun is fi_pingpong's rdm flow over an established control
 // connection.
 func pingpongRun(c *ctrl, o *ppOpts, client bool, table, stderr io.Writer) (rows []ppRow, err error) {
@@ -465,6 +499,7 @@ func pingpongRun(c *ctrl, o *ppOpts, client bool, table, stderr io.Writer) (rows
 		if err = c.sync(client); err != nil {
 			return rows, err
 		}
+		ppSettle(o.settle)
 		inject := size < n.injectSize
 		send := func() error {
 			if o.verify {

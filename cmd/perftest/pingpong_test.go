@@ -188,6 +188,7 @@ func TestPingpong_ErrorsExitNonZero(t *testing.T) {
 		{"bad endpoint type", []string{"pingpong", "-e", "rdma"}, 2, "unknown endpoint type"},
 		{"bad mode", []string{"pingpong", "-m", "rma"}, 2, "want msg or tagged"},
 		{"bad port", []string{"pingpong", "-B", "70000"}, 2, "not a port number"},
+		{"negative settle", []string{"pingpong", "-settle", "-1ms"}, 2, "-settle -1ms: negative"},
 		{"bad flag", []string{"pingpong", "-Z"}, 2, "flag provided but not defined: -Z"},
 		{"two nodes", []string{"pingpong", "a", "b"}, 2, `unexpected argument "b"`},
 	}

@@ -157,7 +157,7 @@ func runSweep(args []string, stdout, stderr io.Writer) int {
 					continue
 				}
 				fab := fabricOpts{prov: prov, epType: "rdm", wait: *wait}
-				cr, err := compareSizes(fab, sweepSizes, itersFor, 3, true, false, *timeout, prog, stderr)
+				cr, err := compareSizes(fab, sweepSizes, itersFor, 3, true, false, ppSettleFor, *timeout, prog, stderr)
 				if err != nil {
 					prog.done()
 					fmt.Fprintf(stderr, "perftest: -compare: %v\n", err)
