@@ -94,84 +94,87 @@ func (p *atomicPair) runAtomic(t testing.TB, k dtype.Kind, buf, cmp, res []byte,
 
 // TestAtomic_Differential runs every valid (datatype, op) of every call
 // family against kref's plain-Go reference with random and special
-// operands (NaN, -0, infinities, overflowing values), three elements per
-// call, checking target memory, fetched results and the bytes around.
+// operands (NaN, -0, infinities, overflowing values), one element per
+// call (shm's single-element path works on the caller's buffers) and
+// three, checking target memory, fetched results and the bytes around.
 func TestAtomic_Differential(t *testing.T) {
 	for _, prov := range atomicProviders {
 		t.Run(prov, func(t *testing.T) {
 			shmTestDir(t)
 			p := openAtomicPair(t, prov, 256)
 			rng := rand.New(rand.NewPCG(14, 1))
-			const count, at = 3, 64
+			const at = 64
 			combos := 0
-			for _, dt := range kref.Types {
-				sz := dt.Size()
-				n := count * sz
-				for op := dtype.Min; op <= dtype.MSwap; op++ {
-					for _, k := range []dtype.Kind{dtype.KindBase, dtype.KindFetch, dtype.KindCompare} {
-						v, err := atomicValidKind(p.a.ep, k, Datatype(dt), AtomicOp(op))
-						if err != nil {
-							if !errors.Is(err, ErrOpNotSupp) {
-								t.Fatalf("%s valid(%s, %s): %v", atomicKindName[k], dt.Name(), op.Name(), err)
+			for _, count := range []int{1, 3} {
+				for _, dt := range kref.Types {
+					sz := dt.Size()
+					n := count * sz
+					for op := dtype.Min; op <= dtype.MSwap; op++ {
+						for _, k := range []dtype.Kind{dtype.KindBase, dtype.KindFetch, dtype.KindCompare} {
+							v, err := atomicValidKind(p.a.ep, k, Datatype(dt), AtomicOp(op))
+							if err != nil {
+								if !errors.Is(err, ErrOpNotSupp) {
+									t.Fatalf("%s valid(%s, %s): %v", atomicKindName[k], dt.Name(), op.Name(), err)
+								}
+								continue
 							}
-							continue
-						}
-						if v != 4096/sz {
-							t.Fatalf("%s valid(%s, %s) = %d", atomicKindName[k], dt.Name(), op.Name(), v)
-						}
-						combos++
-						mem, src, cmp := make([]byte, n), make([]byte, n), make([]byte, n)
-						for i := 0; i < count; i++ {
-							copy(mem[i*sz:], kref.Special(dt, rng))
-							copy(src[i*sz:], kref.Special(dt, rng))
-							if rng.IntN(2) == 0 {
-								copy(cmp[i*sz:], mem[i*sz:(i+1)*sz]) // equal: the swap happens
-							} else {
-								copy(cmp[i*sz:], kref.Special(dt, rng))
+							if v != 4096/sz {
+								t.Fatalf("%s valid(%s, %s) = %d", atomicKindName[k], dt.Name(), op.Name(), v)
 							}
-						}
-						guard := bytes.Repeat([]byte{0xa5}, 256)
-						p.setTarget(0, guard)
-						p.setTarget(at, mem)
-						want := append([]byte(nil), mem...)
-						wantOld := make([]byte, n)
-						for i := 0; i < count; i++ {
-							copy(wantOld[i*sz:], kref.Ref(dt, op, want[i*sz:(i+1)*sz], src[i*sz:(i+1)*sz], cmp[i*sz:(i+1)*sz]))
-						}
-						res := bytes.Repeat([]byte{0x5a}, n+8)
-						e, err := p.runAtomic(t, k, src, cmp, res, count, at, Datatype(dt), AtomicOp(op))
-						if err != nil {
-							t.Fatalf("%s(%s, %s): %v", atomicKindName[k], dt.Name(), op.Name(), err)
-						}
-						wantFlags := Atomic | Read
-						if k == dtype.KindBase {
-							wantFlags = Atomic | Write
-						}
-						if e.Flags != wantFlags {
-							t.Fatalf("%s completion flags %v, want %v", atomicKindName[k], e.Flags, wantFlags)
-						}
-						got := snapshot(p.mr)
-						for i := 0; i < count; i++ {
-							g, w := got[at+i*sz:at+(i+1)*sz], want[i*sz:(i+1)*sz]
-							if !kref.SameBits(dt, g, w) {
-								t.Fatalf("%s(%s, %s) elem %d: target %x, want %x (old %x src %x cmp %x)", atomicKindName[k], dt.Name(), op.Name(),
-									i, g, w, mem[i*sz:(i+1)*sz], src[i*sz:(i+1)*sz], cmp[i*sz:(i+1)*sz])
+							combos++
+							mem, src, cmp := make([]byte, n), make([]byte, n), make([]byte, n)
+							for i := 0; i < count; i++ {
+								copy(mem[i*sz:], kref.Special(dt, rng))
+								copy(src[i*sz:], kref.Special(dt, rng))
+								if rng.IntN(2) == 0 {
+									copy(cmp[i*sz:], mem[i*sz:(i+1)*sz]) // equal: the swap happens
+								} else {
+									copy(cmp[i*sz:], kref.Special(dt, rng))
+								}
 							}
-							if k != dtype.KindBase && !kref.SameBits(dt, res[i*sz:(i+1)*sz], wantOld[i*sz:(i+1)*sz]) {
-								t.Fatalf("%s(%s, %s) elem %d: result %x, want %x", atomicKindName[k], dt.Name(), op.Name(), i, res[i*sz:(i+1)*sz], wantOld[i*sz:(i+1)*sz])
+							guard := bytes.Repeat([]byte{0xa5}, 256)
+							p.setTarget(0, guard)
+							p.setTarget(at, mem)
+							want := append([]byte(nil), mem...)
+							wantOld := make([]byte, n)
+							for i := 0; i < count; i++ {
+								copy(wantOld[i*sz:], kref.Ref(dt, op, want[i*sz:(i+1)*sz], src[i*sz:(i+1)*sz], cmp[i*sz:(i+1)*sz]))
 							}
-						}
-						if !bytes.Equal(got[:at], guard[:at]) || !bytes.Equal(got[at+n:], guard[at+n:]) {
-							t.Fatalf("%s(%s, %s) touched bytes outside its elements", atomicKindName[k], dt.Name(), op.Name())
-						}
-						if !bytes.Equal(res[n:], bytes.Repeat([]byte{0x5a}, 8)) {
-							t.Fatalf("%s(%s, %s) wrote past count elements of result", atomicKindName[k], dt.Name(), op.Name())
+							res := bytes.Repeat([]byte{0x5a}, n+8)
+							e, err := p.runAtomic(t, k, src, cmp, res, count, at, Datatype(dt), AtomicOp(op))
+							if err != nil {
+								t.Fatalf("%s(%s, %s): %v", atomicKindName[k], dt.Name(), op.Name(), err)
+							}
+							wantFlags := Atomic | Read
+							if k == dtype.KindBase {
+								wantFlags = Atomic | Write
+							}
+							if e.Flags != wantFlags {
+								t.Fatalf("%s completion flags %v, want %v", atomicKindName[k], e.Flags, wantFlags)
+							}
+							got := snapshot(p.mr)
+							for i := 0; i < count; i++ {
+								g, w := got[at+i*sz:at+(i+1)*sz], want[i*sz:(i+1)*sz]
+								if !kref.SameBits(dt, g, w) {
+									t.Fatalf("%s(%s, %s) elem %d: target %x, want %x (old %x src %x cmp %x)", atomicKindName[k], dt.Name(), op.Name(),
+										i, g, w, mem[i*sz:(i+1)*sz], src[i*sz:(i+1)*sz], cmp[i*sz:(i+1)*sz])
+								}
+								if k != dtype.KindBase && !kref.SameBits(dt, res[i*sz:(i+1)*sz], wantOld[i*sz:(i+1)*sz]) {
+									t.Fatalf("%s(%s, %s) elem %d: result %x, want %x", atomicKindName[k], dt.Name(), op.Name(), i, res[i*sz:(i+1)*sz], wantOld[i*sz:(i+1)*sz])
+								}
+							}
+							if !bytes.Equal(got[:at], guard[:at]) || !bytes.Equal(got[at+n:], guard[at+n:]) {
+								t.Fatalf("%s(%s, %s) touched bytes outside its elements", atomicKindName[k], dt.Name(), op.Name())
+							}
+							if !bytes.Equal(res[n:], bytes.Repeat([]byte{0x5a}, 8)) {
+								t.Fatalf("%s(%s, %s) wrote past count elements of result", atomicKindName[k], dt.Name(), op.Name())
+							}
 						}
 					}
 				}
 			}
-			// 8 integers x 17 + float/double x 14 + 2 complex x 9 + 2 int128 x 17 families-ops.
-			if combos < 200 {
+			// 8 integers x 17 + float/double x 14 + 2 complex x 9 + 2 int128 x 17 families-ops, twice.
+			if combos < 400 {
 				t.Fatalf("only %d valid combinations", combos)
 			}
 		})

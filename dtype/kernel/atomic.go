@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"sync/atomic"
 	"unsafe"
 
@@ -62,6 +63,74 @@ func execInt[T integer](op dtype.Op, mem, src, cmp, res []byte) {
 			put(res[i:], T(old))
 		}
 	}
+}
+
+// exec8 is Exec for one Int64 or Uint64 element and an operation whose
+// result does not depend on the sign: the processor's add, and, or,
+// swap and load, and a compare-and-swap loop for BXor, CSwap, CSwapNE and
+// MSwap. That is the remote counter's and the remote lock's operation,
+// and the generic path (dictionary calls, operands copied through
+// memmove) cost it about 300 instructions where this takes about 30.
+// It reports false, touching nothing, for anything else (other
+// operations, several elements, short operands, misaligned mem), which
+// Exec then checks and runs generically.
+func exec8(op dtype.Op, mem, src, cmp, res []byte) bool {
+	if len(mem) != 8 || uintptr(unsafe.Pointer(unsafe.SliceData(mem)))%8 != 0 || res != nil && len(res) < 8 {
+		return false
+	}
+	w := (*atomic.Uint64)(unsafe.Pointer(unsafe.SliceData(mem)))
+	var old uint64
+	if op == dtype.AtomicRead {
+		old = w.Load()
+	} else {
+		if len(src) < 8 {
+			return false
+		}
+		s := binary.NativeEndian.Uint64(src)
+		switch op {
+		case dtype.Sum:
+			old = w.Add(s) - s
+		case dtype.BAnd:
+			old = w.And(s)
+		case dtype.BOr:
+			old = w.Or(s)
+		case dtype.AtomicWrite:
+			old = w.Swap(s)
+		case dtype.BXor, dtype.CSwap, dtype.CSwapNE, dtype.MSwap:
+			var c uint64
+			if op != dtype.BXor {
+				if len(cmp) < 8 {
+					return false
+				}
+				c = binary.NativeEndian.Uint64(cmp)
+			}
+		cas:
+			for {
+				old = w.Load()
+				var v uint64
+				switch op {
+				case dtype.BXor:
+					v = old ^ s
+				case dtype.MSwap:
+					v = s&c | old&^c
+				default:
+					if (old == c) != (op == dtype.CSwap) {
+						break cas // the comparison fails: nothing written
+					}
+					v = s
+				}
+				if w.CompareAndSwap(old, v) {
+					break cas
+				}
+			}
+		default:
+			return false
+		}
+	}
+	if res != nil {
+		binary.NativeEndian.PutUint64(res, old)
+	}
+	return true
 }
 
 func native(op dtype.Op) bool {

@@ -218,6 +218,9 @@ func Align(t dtype.Type) int { return min(t.Size(), 8) }
 // in any call family, a buffer is too short or mem is misaligned. See the
 // package doc for what is atomic.
 func Exec(t dtype.Type, op dtype.Op, mem, src, cmp, res []byte) bool {
+	if (t == dtype.Uint64 || t == dtype.Int64) && exec8(op, mem, src, cmp, res) {
+		return true
+	}
 	if !Supported(t, op, dtype.KindBase|dtype.KindFetch|dtype.KindCompare) {
 		return false
 	}
