@@ -1,0 +1,133 @@
+package benchmarks
+
+import (
+	"slices"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/gofi-dev/fi/ring"
+)
+
+// BenchmarkRingThroughputAlternated streams 8-byte records from one
+// goroutine to another through a buffered channel and through the ring
+// (BenchmarkRingThroughput's chan and ring variants, same capacity in
+// bytes), alternated in rounds of altStreamRound records: chan, ring,
+// chan, ring, ... and reports the median over rounds of each round's
+// chan/ring ratio (how many times the ring's rate is the channel's), with
+// the median chan-ns and ring-ns per record and rt-ns, the placement
+// before the run. BenchmarkRingThroughput runs all its records of one
+// variant, then the other's, so other processes' load and the vCPUs'
+// placement, which change within seconds on this 2-vCPU machine, land on
+// one variant and not the other; alternating rounds of 20-150 ms lets
+// each round's ratio compare like with like. b.N is the records per
+// variant (rounded up to whole rounds). GOFI_BENCH_PIN=a,b pins the
+// producer's thread to CPU a and the consumer's to CPU b, in both
+// variants.
+func BenchmarkRingThroughputAlternated(b *testing.B) {
+	rt := placementRT()
+	r := newStreamRing(b, streamBytes)
+	ch := make(chan [8]byte, streamBytes/8)
+	rounds := (b.N + altStreamRound - 1) / altStreamRound
+	chanNs := make([]float64, rounds)
+	ringNs := make([]float64, rounds)
+	ratio := make([]float64, rounds)
+	defer pinFromEnv(b, 0)()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for k := range rounds {
+		chanNs[k] = float64(chanRound(b, ch, altStreamRound).Nanoseconds()) / altStreamRound
+		ringNs[k] = float64(ringRound(b, r, altStreamRound).Nanoseconds()) / altStreamRound
+		ratio[k] = chanNs[k] / ringNs[k]
+	}
+	b.StopTimer()
+	med := func(v []float64) float64 {
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	b.ReportMetric(med(ringNs), "ns/op")
+	b.ReportMetric(med(chanNs), "chan-ns")
+	b.ReportMetric(med(ratio), "chan/ring")
+	b.ReportMetric(rt, "rt-ns")
+}
+
+// altStreamRound is the records of one variant in one round of
+// BenchmarkRingThroughputAlternated: 2 Mi, half a lap of the 64 MiB ring
+// at 16 bytes a record, 20-150 ms.
+const altStreamRound = 2 << 20
+
+// chanRound sends n records through ch to a receiving goroutine and
+// returns the time until the receiver has them all.
+func chanRound(b *testing.B, ch chan [8]byte, n int) time.Duration {
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		defer pinFromEnv(b, 1)()
+		for range n {
+			<-ch
+		}
+		close(done)
+	}()
+	var v [8]byte
+	for range n {
+		ch <- v
+	}
+	<-done
+	return time.Since(start)
+}
+
+// ringRound streams n records through r as ringStreamTyped does (Reserve,
+// store, Commit, Publish every publishEvery; Peek, load, Consume, Release
+// every 64) and returns the time until the consumer has them all.
+func ringRound(b *testing.B, r *ring.Ring, n int) time.Duration {
+	done := make(chan [8]byte, 1)
+	start := time.Now()
+	go func() {
+		defer pinFromEnv(b, 1)()
+		var last [8]byte
+		idle := 0
+		for i := 0; i < n; {
+			_, p, err := r.Peek()
+			if err != nil {
+				if err != ring.ErrEmpty {
+					panic(err)
+				}
+				backoff(&idle)
+				continue
+			}
+			last = *(*[8]byte)(unsafe.Pointer(unsafe.SliceData(p)))
+			idle = 0
+			r.Consume()
+			if i++; i&63 == 0 {
+				r.Release()
+			}
+		}
+		r.Release()
+		done <- last
+	}()
+	var v [8]byte
+	idle, pending := 0, 0
+	for i := 0; i < n; {
+		buf, err := r.Reserve(8)
+		if err != nil {
+			if err != ring.ErrFull {
+				b.Fatal(err)
+			}
+			r.Publish()
+			pending = 0
+			backoff(&idle)
+			continue
+		}
+		idle = 0
+		*(*[8]byte)(unsafe.Pointer(unsafe.SliceData(buf))) = v
+		r.Commit(1, 8)
+		i++
+		if pending++; pending == publishEvery {
+			r.Publish()
+			pending = 0
+		}
+	}
+	r.Publish()
+	<-done
+	return time.Since(start)
+}
