@@ -235,5 +235,5 @@ for r in $(seq 1 "$ROUNDS"); do
 						s, thr / 1e3, slow, n, 100 * slow / n, slow / secs, frate, 100 * frate * secs / n }' "$tmp/flagdump" "$tmp/dump"
 		done
 	counts
-	wait # the pinned server (RT) exits after its one client
+	wait || echo "  (perftest serve exited with status $?: $(cat "$tmp/serve.out" 2>/dev/null))" # the pinned server (RT) exits after its one client
 done

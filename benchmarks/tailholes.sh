@@ -57,7 +57,7 @@ perf record -q -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
 	-e irq_vectors:call_function_entry -e irq_vectors:call_function_single_entry \
 	-e irq_vectors:reschedule_entry -e irq_vectors:irq_work_entry -e tlb:tlb_flush \
 	-- "${lat[@]}" -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$out/dump.txt" "${node[@]}" 2>/dev/null
-wait
+wait || echo "# perftest serve exited with status $?: $(cat "$out/serve.out" 2>/dev/null)"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace >"$out/perf.txt" 2>/dev/null
 "$out/tailholes" -perf "$out/perf.txt" -dump "$out/dump.txt" -x "$X"
