@@ -1,0 +1,105 @@
+//go:build !race
+
+package fi
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// TestRMA_NoAllocationOtherCalls: the RMA calls TestRMA_NoAllocationPerOperation
+// does not cover (WriteV, ReadV, ReadMsg, WriteData, InjectWriteData, and
+// counting with Cntr.Wait) allocate nothing per operation after warm-up,
+// the target's remote-CQ-data completions read included.
+func TestRMA_NoAllocationOtherCalls(t *testing.T) {
+	for _, prov := range []string{"tcp", "shm", linkName} {
+		t.Run(prov, func(t *testing.T) {
+			shmTestDir(t)
+			a := openRMANode(t, prov, rmaNodeCfg{cntrs: Write | Read})
+			b := openRMANode(t, prov, rmaNodeCfg{})
+			dest := a.connect(t, b)
+			mr, err := b.dom.RegMR(make([]byte, 1<<16), RemoteRead|RemoteWrite, 0, 9, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mr.Close()
+			ctx := new(int)
+			for _, size := range []int{8, 4096} {
+				buf := make([]byte, size)
+				iov := [][]byte{buf[:size/2], buf[size/2:]}
+				riov := []RMAIOV{{Len: uint64(size / 2), Key: 9}, {Addr: 8192, Len: uint64(size / 2), Key: 9}}
+				msg := &RMAMsg{MsgIOV: iov, Addr: dest, RMAIOV: riov, Context: ctx}
+				for _, op := range []string{"writev", "readv", "readmsg", "writedata", "injectwritedata", "cntrwait"} {
+					if op == "injectwritedata" && size > a.info.TxAttr.InjectSize {
+						continue
+					}
+					t.Run(fmt.Sprintf("%s/%d", op, size), func(t *testing.T) {
+						var failed error
+						var e [1]CQEntry
+						target := func() { // the target's remote CQ data completion
+							deadline := time.Now().Add(30 * time.Second)
+							for {
+								if k, _ := b.cq.Read(e[:]); k == 1 {
+									return
+								}
+								a.cq.Read(e[:0])
+								if time.Now().After(deadline) {
+									failed = fmt.Errorf("no target completion")
+									return
+								}
+							}
+						}
+						round := func() {
+							if failed != nil {
+								return
+							}
+							switch op {
+							case "writev":
+								failed = a.ep.WriteV(iov, nil, dest, 0, 9, ctx)
+							case "readv":
+								failed = a.ep.ReadV(iov, nil, dest, 0, 9, ctx)
+							case "readmsg":
+								failed = a.ep.ReadMsg(msg, Completion)
+							case "writedata":
+								failed = a.ep.WriteData(buf, nil, 7, dest, 0, 9, ctx)
+							case "injectwritedata":
+								failed = a.ep.InjectWriteData(buf, 7, dest, 0, 9)
+								if failed == nil {
+									target()
+								}
+								return
+							case "cntrwait":
+								c := a.cntr[Write]
+								v := c.Read()
+								failed = a.ep.Write(buf, nil, dest, 0, 9, ctx)
+								if failed == nil {
+									failed = c.Wait(v+1, 30*time.Second)
+								}
+								if failed == nil {
+									failed = readOne(a.cq)
+								}
+								return
+							}
+							if failed == nil {
+								failed = readOne(a.cq)
+							}
+							if failed == nil && op == "writedata" {
+								target()
+							}
+						}
+						for range 3 {
+							round()
+						}
+						if n := testing.AllocsPerRun(20, round); n != 0 {
+							t.Errorf("%v allocations per operation", n)
+						}
+						if failed != nil {
+							t.Fatal(failed)
+						}
+					})
+				}
+			}
+		})
+	}
+}
