@@ -1,0 +1,132 @@
+package fi
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gofi-dev/fi/coll/colltest"
+)
+
+// TestCollectives_HalfPrecisionRoundedOnce: FLOAT16 and BFLOAT16
+// reductions are computed in float32 and rounded once per element (issue
+// #17; coll/doc.go). The inputs make every float32 sum exact (values
+// 2^-3 <= |x| < 2^5 with 11 or 8 significant bits, at most 5 ranks), so
+// the one right answer is the exact sum rounded once, whatever the order;
+// a reduction that rounded its partials to 16 bits would differ on many
+// elements (checked too, so the inputs really tell the two apart). Small
+// counts and one past the ring threshold (AllreduceRingMin, 256 KiB), on every collective provider.
+func TestCollectives_HalfPrecisionRoundedOnce(t *testing.T) {
+	ranks := []int{3, 5}
+	if rmaRace || testing.Short() {
+		ranks = ranks[:1] // the race detector's copies are slow
+	}
+	for _, prov := range collProvs() {
+		for _, n := range ranks {
+			t.Run(fmt.Sprintf("%s/ranks%d", prov, n), func(t *testing.T) {
+				shmTestDir(t)
+				rs := openCollRanks(t, prov, n)
+				joinAll(t, rs)
+				for _, dt := range []Datatype{Float16, BFloat16} {
+					for _, count := range []int{1, 1001, 140001} {
+						for _, op := range []AtomicOp{OpSum, OpMin, OpMax} {
+							if count != 1001 && op != OpSum {
+								continue // MIN and MAX round nothing: one count
+							}
+							halfCase(t, rs, dt, op, count)
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// halfInput is rank r's input: count values of dt.
+func halfInput(dt Datatype, r, count int) []byte {
+	rng := rand.New(rand.NewPCG(uint64(dt), uint64(r)))
+	b := make([]byte, 2*count)
+	for i := range count {
+		x := float32(math.Ldexp(1+rng.Float64(), rng.IntN(8)-3)) // [2^-3, 2^5)
+		if rng.IntN(2) == 0 {
+			x = -x
+		}
+		binary.LittleEndian.PutUint16(b[2*i:], narrow(dt, x)) // exactly representable now
+	}
+	return b
+}
+
+func narrow(dt Datatype, x float32) uint16 {
+	if dt == BFloat16 {
+		return colltest.FloatToBF16(x)
+	}
+	return colltest.FloatToHalf(x)
+}
+
+func widen(dt Datatype, h uint16) float32 {
+	if dt == BFloat16 {
+		return math.Float32frombits(uint32(h) << 16)
+	}
+	return colltest.HalfToFloat(h)
+}
+
+func halfCase(t *testing.T, rs []*collRank, dt Datatype, op AtomicOp, count int) {
+	t.Helper()
+	n := len(rs)
+	in := make([][]byte, n)
+	for r := range in {
+		in[r] = halfInput(dt, r, count)
+	}
+	want := make([]uint16, count)
+	stepwise := 0 // elements where rounding each partial would differ
+	for i := range count {
+		var exact float64
+		acc := widen(dt, binary.LittleEndian.Uint16(in[0][2*i:]))
+		ext := float64(acc)
+		exact = ext
+		step := narrow(dt, acc)
+		for r := 1; r < n; r++ {
+			x := widen(dt, binary.LittleEndian.Uint16(in[r][2*i:]))
+			switch op {
+			case OpSum:
+				exact += float64(x)
+				step = narrow(dt, widen(dt, step)+x)
+			case OpMin:
+				exact = math.Min(exact, float64(x))
+			case OpMax:
+				exact = math.Max(exact, float64(x))
+			}
+		}
+		if float64(float32(exact)) != exact {
+			t.Fatalf("element %d: the float32 sum is not exact: test inputs wrong", i)
+		}
+		want[i] = narrow(dt, float32(exact))
+		if op == OpSum && step != want[i] {
+			stepwise++
+		}
+	}
+	if op == OpSum && count > 100 && stepwise < count/100 {
+		t.Fatalf("%s: only %d of %d elements tell rounding once from rounding each step", dt, stepwise, count)
+	}
+	err := parallel(rs, func(r *collRank) error {
+		res := make([]byte, 2*count)
+		if err := r.ep.Allreduce(in[r.rank], count, nil, res, nil, r.mc.Addr(), dt, op, 0, "h"); err != nil {
+			return err
+		}
+		if _, err := r.waitColl(waitLimit); err != nil {
+			return err
+		}
+		for i := range count {
+			if got := binary.LittleEndian.Uint16(res[2*i:]); got != want[i] {
+				return fmt.Errorf("rank %d: %s %s count %d: element %d is %#04x, rounded once it is %#04x",
+					r.rank, dt, op, count, i, got, want[i])
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
