@@ -18,7 +18,12 @@ package main
 // CPU r modulo the CPUs, with taskset, as perftest and coll.sh bind
 // ranks on one host; unbound by default, as Hydra leaves them), and
 // GOFI_BENCH_COLL_HOSTS_RUN_FOR bounds one run (default 5m). Each run's
-// p50 per size is logged. At 4 ranks (two per host on this 2-CPU
+// p50 per size is logged. GOFI_BENCH_COLL_HOSTS_GOFI lists variants of
+// gofi to alternate with MPICH, separated by ';', each a name followed
+// by its binary (a field starting with '/': perftest built elsewhere,
+// e.g. from another commit) and KEY=VALUE settings of its environment,
+// space-separated: "old /tmp/pt_old;new" or "base;x GOFI_X=1"; every
+// variant gets a column pair of its own against MPICH. At 4 ranks (two per host on this 2-CPU
 // machine) both sides are oversubscribed and MPICH over UCX's tcp once
 // hung after its table; at 2 ranks it hung once in its 1 KiB allreduce
 // (2000 calls) and once after its table, each time until the run's
@@ -98,13 +103,18 @@ func TestColl_TwoHostsAgainstMPICH(t *testing.T) {
 		n    int
 		size int
 	}
+	variants := gofiVariants(t, os.Getenv("GOFI_BENCH_COLL_HOSTS_GOFI"), bin)
 	avg, p50 := map[key][]float64{}, map[key][]float64{}
 	for _, n := range ranks {
 		for r := range rounds {
-			tools := []string{"gofi", "mpich"}
-			if r&1 == 1 {
-				tools[0], tools[1] = tools[1], tools[0]
+			// The order rotates every round: MPICH first, last and
+			// between the variants in turn.
+			tools := []string{"mpich"}
+			for _, v := range variants {
+				tools = append(tools, v.name)
 			}
+			k := r % len(tools)
+			tools = append(tools[k:], tools[:k]...)
 			for _, tool := range tools {
 				// MPICH (ch4:ucx here) takes processes on hosts of the
 				// same hostname for one node and would reach them through
@@ -112,15 +122,15 @@ func TestColl_TwoHostsAgainstMPICH(t *testing.T) {
 				// separate: NOLOCAL and UCX_TLS keep it on tcp.
 				argv := append([]string{mpich}, args...)
 				env := append(launchEnv(), "MPIR_CVAR_NOLOCAL=1", "UCX_TLS=tcp,self")
-				if tool == "gofi" {
+				if v := variantNamed(variants, tool); v != nil {
 					// Sread when the two hosts' ranks outnumber the CPUs
 					// they share.
 					wait := "spin"
 					if n > runtime.NumCPU() {
 						wait = "sread"
 					}
-					argv = append([]string{bin, "coll", "-p", "tcp", "-wait", wait}, args...)
-					env = launchEnv()
+					argv = append([]string{v.bin, "coll", "-p", "tcp", "-wait", wait}, args...)
+					env = append(launchEnv(), v.env...)
 				}
 				if bind {
 					argv = append([]string{"sh", "-c", `exec taskset -c $((PMI_RANK % ` + strconv.Itoa(runtime.NumCPU()) + `)) "$@"`, "sh"}, argv...)
@@ -155,25 +165,85 @@ func TestColl_TwoHostsAgainstMPICH(t *testing.T) {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "allreduce (float32 SUM) across two hosts over tcp, medians of %d rounds, microseconds; %d CPUs\n", rounds, runtime.NumCPU())
-	fmt.Fprintf(&b, "%5s %9s %10s %10s %7s %10s %10s %7s\n", "ranks", "size", "gofi_avg", "mpich_avg", "ratio", "gofi_p50", "mpich_p50", "ratio")
+	fmt.Fprintf(&b, "%-8s %5s %9s %10s %10s %7s %10s %10s %7s\n", "gofi", "ranks", "size", "gofi_avg", "mpich_avg", "ratio", "gofi_p50", "mpich_p50", "ratio")
 	var keys []key
 	for k := range avg {
-		if k.tool == "gofi" {
+		if k.tool != "mpich" {
 			keys = append(keys, k)
 		}
+	}
+	order := map[string]int{}
+	for i, v := range variants {
+		order[v.name] = i
 	}
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].n != keys[j].n {
 			return keys[i].n < keys[j].n
 		}
-		return keys[i].size < keys[j].size
+		if keys[i].size != keys[j].size {
+			return keys[i].size < keys[j].size
+		}
+		return order[keys[i].tool] < order[keys[j].tool]
 	})
 	for _, k := range keys {
 		m := key{"mpich", k.n, k.size}
 		ga, ma, gp, mp := medianOf(avg[k]), medianOf(avg[m]), medianOf(p50[k]), medianOf(p50[m])
-		fmt.Fprintf(&b, "%5d %9d %10.2f %10.2f %7.2f %10.2f %10.2f %7.2f\n", k.n, k.size, ga, ma, ga/ma, gp, mp, gp/mp)
+		fmt.Fprintf(&b, "%-8s %5d %9d %10.2f %10.2f %7.2f %10.2f %10.2f %7.2f\n", k.tool, k.n, k.size, ga, ma, ga/ma, gp, mp, gp/mp)
 	}
 	t.Logf("\n%s(ratio: gofi / MPICH; below 1: gofi faster)", b.String())
+}
+
+// gofiVariant is one gofi to measure: its name in the logs and table, its
+// perftest binary and settings added to its environment.
+type gofiVariant struct {
+	name string
+	bin  string
+	env  []string
+}
+
+// gofiVariants parses GOFI_BENCH_COLL_HOSTS_GOFI (see the file comment);
+// "" is the one variant "gofi" with the perftest built from this tree.
+func gofiVariants(t *testing.T, spec, bin string) []gofiVariant {
+	t.Helper()
+	if strings.TrimSpace(spec) == "" {
+		return []gofiVariant{{name: "gofi", bin: bin}}
+	}
+	var vs []gofiVariant
+	for _, item := range strings.Split(spec, ";") {
+		f := strings.Fields(item)
+		if len(f) == 0 {
+			continue
+		}
+		v := gofiVariant{name: f[0], bin: bin}
+		if v.name == "mpich" || variantNamed(vs, v.name) != nil || strings.ContainsAny(v.name, "=/") {
+			t.Fatalf("GOFI_BENCH_COLL_HOSTS_GOFI: bad or repeated variant name %q", v.name)
+		}
+		for _, x := range f[1:] {
+			switch {
+			case strings.HasPrefix(x, "/"):
+				v.bin = x
+			case strings.Contains(x, "="):
+				v.env = append(v.env, x)
+			default:
+				t.Fatalf("GOFI_BENCH_COLL_HOSTS_GOFI: %q in variant %q is neither a binary (/...) nor KEY=VALUE", x, v.name)
+			}
+		}
+		vs = append(vs, v)
+	}
+	if len(vs) == 0 {
+		t.Fatalf("GOFI_BENCH_COLL_HOSTS_GOFI=%q names no variant", spec)
+	}
+	return vs
+}
+
+// variantNamed returns the variant called name, or nil.
+func variantNamed(vs []gofiVariant, name string) *gofiVariant {
+	for i := range vs {
+		if vs[i].name == name {
+			return &vs[i]
+		}
+	}
+	return nil
 }
 
 func medianOf(v []float64) float64 {
