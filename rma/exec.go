@@ -427,7 +427,13 @@ func Counts(k Kind, op uint8) (write, read bool) {
 // Count adds one to counter i of the table, if there is one (i < 0:
 // none). It allocates nothing, in a view too.
 func (t *Table) Count(i int) {
-	if i < 0 || i >= t.l.Counters {
+	if i >= 0 { // most operations count nothing: inlined, no call
+		t.count(i)
+	}
+}
+
+func (t *Table) count(i int) {
+	if i >= t.l.Counters {
 		return
 	}
 	if t.owner {

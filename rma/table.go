@@ -170,7 +170,9 @@ type Table struct {
 	hb       atomic.Uint64 // race builds only: see raceOn
 
 	// view only
-	cache map[uint64]int32
+	cache    map[uint64]int32
+	lastKey  uint64 // the key find last returned, in slot lastSlot-1 (0: none)
+	lastSlot int32
 }
 
 type privSlot struct {
@@ -539,7 +541,14 @@ func (t *Table) find(key uint64) int {
 		hw.Store(s + 1)
 		return int(s)
 	}
+	// The key of the previous call first (an initiator hitting one
+	// region, as a counter or a lock does, skips the map); like the map's
+	// entries, it is only a guess checked against the slot.
+	if s := int(t.lastSlot) - 1; s >= 0 && t.lastKey == key && t.field(s, sKey).Load() == key && t.state(s).Load()&stMask == stLive {
+		return s
+	}
 	if s, ok := t.cache[key]; ok && t.field(int(s), sKey).Load() == key && t.state(int(s)).Load()&stMask == stLive {
+		t.lastKey, t.lastSlot = key, s+1
 		return int(s)
 	}
 	delete(t.cache, key)
@@ -549,6 +558,7 @@ func (t *Table) find(key uint64) int {
 				clear(t.cache)
 			}
 			t.cache[key] = int32(i)
+			t.lastKey, t.lastSlot = key, int32(i)+1
 			return i
 		}
 	}

@@ -68,6 +68,8 @@ type rmaTable struct {
 	seg    *Segment
 	t      *rma.Table
 	allocs map[int]allocMap
+	last   allocMap // the entry mapAlloc returned last (seg nil: none), of slot lastIx
+	lastIx int
 	mem    procMem // the owner's /proc/<pid>/mem (procmem.go)
 }
 
@@ -276,18 +278,24 @@ func (t *Transport) rmaAttach(p *peer) (*rmaPeer, transport.Code) {
 // its segment on first use (and dropping the mapping of an earlier
 // registration in the same slot).
 func (tb *rmaTable) mapAlloc(h *rma.Hold) ([]byte, transport.Code) {
-	m, ok := tb.allocs[h.Index]
-	if !ok || m.gen != h.Gen {
-		if ok {
-			_ = m.seg.Close()
-			delete(tb.allocs, h.Index)
+	m := tb.last
+	if m.seg == nil || tb.lastIx != h.Index || m.gen != h.Gen {
+		var ok bool
+		m, ok = tb.allocs[h.Index]
+		if !ok || m.gen != h.Gen {
+			if ok {
+				_ = m.seg.Close()
+				delete(tb.allocs, h.Index)
+			}
+			seg, err := OpenSegment(rma.AllocName(tb.t.Name(), h.Index, h.Gen))
+			if err != nil {
+				tb.last = allocMap{}
+				return nil, transport.EIO
+			}
+			m = allocMap{gen: h.Gen, seg: seg}
+			tb.allocs[h.Index] = m
 		}
-		seg, err := OpenSegment(rma.AllocName(tb.t.Name(), h.Index, h.Gen))
-		if err != nil {
-			return nil, transport.EIO
-		}
-		m = allocMap{gen: h.Gen, seg: seg}
-		tb.allocs[h.Index] = m
+		tb.last, tb.lastIx = m, h.Index
 	}
 	b := m.seg.Bytes()
 	if uint64(len(b)) < h.Len {
