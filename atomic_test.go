@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/dtype/kernel/kref"
@@ -524,6 +525,124 @@ func TestAtomic_MaxCount(t *testing.T) {
 				}
 				if err := p.a.ep.FetchAtomic(append(ones, ones[:dt.Size()]...), n+1, nil, append(res, res[:dt.Size()]...), nil, p.dest, 0, p.key, dt, OpSum, nil); !errors.Is(err, ErrInval) {
 					t.Fatalf("%s x %d: %v, want ErrInval", dt, n+1, err)
+				}
+			}
+		})
+	}
+}
+
+// TestAtomic_AllocSlotReused: after the target closes an AllocMR region
+// and allocates another, which takes the freed slot of its key table
+// under a new generation, the initiator's atomics reach the new memory,
+// not its mapping of the old (shm caches the last key and mapping it
+// used), and an atomic to the closed key is refused.
+func TestAtomic_AllocSlotReused(t *testing.T) {
+	shmTestDir(t)
+	p := openAtomicPair(t, "shm", 64)
+	one := make([]byte, 8)
+	ne64.PutUint64(one, 1)
+	res := make([]byte, 8)
+	for round := 0; round < 3; round++ {
+		for i := 0; i < 2; i++ {
+			if _, err := p.runAtomic(t, dtype.KindFetch, one, nil, res, 1, 8, Uint64, OpSum); err != nil {
+				t.Fatalf("round %d: %v", round, err)
+			}
+			if got := ne64.Uint64(res); got != uint64(i) {
+				t.Fatalf("round %d add %d fetched %d (a stale mapping of an earlier region?)", round, i, got)
+			}
+		}
+		if got := ne64.Uint64(snapshot(p.mr)[8:]); got != 2 {
+			t.Fatalf("round %d: region word %d after two adds", round, got)
+		}
+		old := p.key
+		if err := p.mr.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.a.ep.FetchAtomic(one, 1, nil, res, nil, p.dest, 8, old, Uint64, OpSum, nil); err == nil {
+			if _, err := waitTx(t, p.a, nil, nil); !errors.Is(err, ErrAccess) {
+				t.Fatalf("round %d: atomic to the closed key: %v, want ErrAccess", round, err)
+			}
+		} else if !errors.Is(err, ErrAccess) {
+			t.Fatalf("round %d: atomic to the closed key: %v", round, err)
+		}
+		mr, err := p.b.dom.AllocMR(64, RemoteRead|RemoteWrite)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mr.Close() })
+		p.mr, p.key = mr, mr.Key()
+	}
+}
+
+// TestAtomic_OrderWithRMA checks atomic.go's ordering statement: atomics
+// and RMA writes and reads from one endpoint to one peer, posted without
+// waiting, execute at the target in the order posted (an atomic after a
+// Write sees the written bytes, a Write after an atomic overwrites its
+// result, a Read after an atomic sees its result), on every path.
+func TestAtomic_OrderWithRMA(t *testing.T) {
+	for _, spec := range atomicProviders {
+		t.Run(spec, func(t *testing.T) {
+			shmTestDir(t)
+			p := openAtomicPair(t, spec, 64)
+			ep, d := p.a.ep, p.dest
+			u := func(v uint64) []byte {
+				b := make([]byte, 8)
+				ne64.PutUint64(b, v)
+				return b
+			}
+			for round := uint64(0); round < 20; round++ {
+				fetched, read := make([]byte, 8), make([]byte, 8)
+				posts := []struct {
+					ctx  string
+					post func(ctx string) error
+				}{
+					{"write", func(c string) error { return ep.Write(u(100+round), nil, d, 0, p.key, c) }},
+					{"add", func(c string) error { return ep.Atomic(u(5), 1, nil, d, 0, p.key, Uint64, OpSum, c) }},
+					{"fetch", func(c string) error {
+						return ep.FetchAtomic(u(1), 1, nil, fetched, nil, d, 0, p.key, Uint64, OpSum, c)
+					}},
+					{"overwrite", func(c string) error { return ep.Write(u(7), nil, d, 0, p.key, c) }},
+					{"add2", func(c string) error { return ep.Atomic(u(3), 1, nil, d, 0, p.key, Uint64, OpSum, c) }},
+					{"read", func(c string) error { return ep.Read(read, nil, d, 0, p.key, c) }},
+				}
+				for _, q := range posts {
+					for {
+						err := q.post(q.ctx)
+						if err == nil {
+							break
+						}
+						if !errors.Is(err, ErrAgain) {
+							t.Fatalf("%s: %v", q.ctx, err)
+						}
+						p.a.txCQ().Read(nil)
+					}
+				}
+				pending := map[any]bool{}
+				for _, q := range posts {
+					pending[q.ctx] = true
+				}
+				deadline := time.Now().Add(20 * time.Second)
+				var e [4]CQEntry
+				for len(pending) > 0 && time.Now().Before(deadline) {
+					n, err := p.a.txCQ().Read(e[:])
+					if err != nil && !errors.Is(err, ErrAgain) {
+						t.Fatalf("round %d: %v", round, err)
+					}
+					for _, x := range e[:n] {
+						delete(pending, x.Context)
+					}
+				}
+				if len(pending) > 0 {
+					t.Fatalf("round %d: no completion for %v", round, pending)
+				}
+				if got := ne64.Uint64(fetched); got != 105+round {
+					t.Fatalf("round %d: fetch-add after write+add saw %d, want %d", round, got, 105+round)
+				}
+				if got := ne64.Uint64(read); got != 10 {
+					t.Fatalf("round %d: read after overwrite+add saw %d, want 10", round, got)
+				}
+				if got := ne64.Uint64(snapshot(p.mr)); got != 10 {
+					t.Fatalf("round %d: target word %d, want 10", round, got)
 				}
 			}
 		})
