@@ -103,3 +103,45 @@ func TestRMA_NoAllocationOtherCalls(t *testing.T) {
 		})
 	}
 }
+
+// TestLinkedDataPath_NoAllocationAtEverySize: over both routes of a
+// linked shm+tcp endpoint, a tagged message of every size class (empty,
+// inline, eager, rendezvous) and its receive allocate nothing in steady
+// state (issue #12 item 7; TestLinkedRoundTripZeroAllocs covers 64 bytes).
+func TestLinkedDataPath_NoAllocationAtEverySize(t *testing.T) {
+	shmTestDir(t)
+	a, b, c, aB, aC, _, _ := linkTrio(t, nodeCfg{})
+	for _, r := range []struct {
+		name string
+		at   *node
+		to   Addr
+	}{{"shm", b, aB}, {"tcp", c, aC}} {
+		for _, size := range []int{0, 8, 4 << 10, 64 << 10, 1 << 20} {
+			t.Run(fmt.Sprintf("%s/size=%d", r.name, size), func(t *testing.T) {
+				msg, buf := make([]byte, size), make([]byte, size)
+				var failed error
+				round := func() {
+					if failed != nil {
+						return
+					}
+					if failed = r.at.ep.TRecv(buf, AddrUnspec, 7, 0, nil); failed != nil {
+						return
+					}
+					if failed = a.ep.TSend(msg, r.to, 7, nil); failed != nil {
+						return
+					}
+					failed = pollBoth(r.at.rxcq, a.txcq)
+				}
+				for range 3 {
+					round()
+				}
+				if n := testing.AllocsPerRun(20, round); n != 0 {
+					t.Errorf("%v allocations per message", n)
+				}
+				if failed != nil {
+					t.Fatal(failed)
+				}
+			})
+		}
+	}
+}

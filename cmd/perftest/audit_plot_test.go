@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// TestPlot_CarriesPlacement: a plot shows the placement its figures were
+// measured in (issue #12 item 1): -plot of one run titles its latency panel
+// with the probe's class, and `perftest plot` of result files names each
+// series' placement class, as the JSON records carry them.
+func TestPlot_CarriesPlacement(t *testing.T) {
+	bin := buildPerftest(t)
+	dir := t.TempDir()
+	own, rep := filepath.Join(dir, "own.svg"), filepath.Join(dir, "lat.json")
+	rc, out, errs := runBin(t, bin, 60*time.Second, nil, "latency", "-json", "-I", "20", "-S", "8,4k", "-plot", own)
+	if rc != 0 {
+		t.Fatalf("exit %d: %s", rc, errs)
+	}
+	var r Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, out)
+	}
+	if r.Placement == nil || r.Placement.Class == "" {
+		t.Fatalf("the JSON report carries no placement:\n%s", out)
+	}
+	for _, res := range r.Results {
+		if res.Placement == "" {
+			t.Fatalf("result %+v carries no placement", res)
+		}
+	}
+	svg, err := os.ReadFile(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("Latency ("+r.Placement.Class)) {
+		t.Fatalf("-plot's latency title lacks the placement %q", r.Placement.Class)
+	}
+	if err := os.WriteFile(rep, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	both := filepath.Join(dir, "both.svg")
+	if rc, out, errs := runBin(t, bin, 60*time.Second, nil, "plot", "-o", both, rep, rep); rc != 0 {
+		t.Fatalf("plot: exit %d: %s%s", rc, out, errs)
+	}
+	if svg, err = os.ReadFile(both); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(svg, []byte("gofi shm latency msg, "+r.Results[0].Placement)) {
+		t.Fatalf("overlaid plot's series lack the placement class %q", r.Results[0].Placement)
+	}
+}
