@@ -5,7 +5,8 @@
 # a baseline using benchstat, and exits 1 when a benchmark got slower
 # beyond the noise: benchstat finds the difference significant (p < 0.05)
 # AND time per op grew by more than the threshold (default 10%), or
-# allocations per op grew at all.
+# allocations per op grew at all. Benchmarks the baseline has no row for
+# are listed as UNGUARDED on stderr.
 #
 #   benchmarks/compare.sh                 compare with benchmarks/baseline.txt
 #   benchmarks/compare.sh -update         measure and store a new baseline.txt
@@ -104,6 +105,17 @@ fi
 [ -f "$old" ] || { echo "compare.sh: no baseline ($baseline): run with -update first" >&2; exit 2; }
 
 $BENCHSTAT "$old" "$tmp/new.txt" || { echo "compare.sh: benchstat failed" >&2; exit 2; }
+
+# A benchmark with no row in the baseline is compared with nothing
+# (benchstat prints "?"): name it, so a new benchmark does not go
+# unguarded silently. Its rows belong in the baseline, measured on a quiet
+# machine (-update, or appended with a comment saying when and how).
+names() { awk '/^Benchmark/ { n = $1; sub(/-[0-9]+$/, "", n); print n }' "$1" | sort -u; }
+unguarded=$(names "$old" >"$tmp/old.names"; names "$tmp/new.txt" | comm -23 - "$tmp/old.names")
+if [ -n "$unguarded" ]; then
+	echo "compare.sh: UNGUARDED (no baseline row, not compared):" >&2
+	echo "$unguarded" | sed 's/^/  /' >&2
+fi
 $BENCHSTAT -format csv "$old" "$tmp/new.txt" 2>/dev/null >"$tmp/stat.csv" || { echo "compare.sh: benchstat failed" >&2; exit 2; }
 
 # Each CSV table starts with a ",sec/op,CI,..." row naming its unit; data

@@ -122,6 +122,13 @@ func (e *testEP) waitCollective(deadline time.Time) (any, error) {
 
 // collRole: arg is the provider.
 func collRole(t *testing.T, prov string) string {
+	return runCollRole(t, prov, func(n int) []colltest.Case { return collJobCases(n, 17) })
+}
+
+// runCollRole joins every rank to one group over prov and runs the cases
+// mix(n) gives for the job's size, each rank checking its own output
+// against the serial reference.
+func runCollRole(t *testing.T, prov string, mix func(n int) []colltest.Case) string {
 	deadline := time.Now().Add(100 * time.Second)
 	job, err := Init(Timeout(60 * time.Second))
 	if err != nil {
@@ -152,7 +159,7 @@ func collRole(t *testing.T, prov string) string {
 	if mc.Rank() != me || mc.Size() != n {
 		t.Fatalf("rank %d: group rank %d of %d", me, mc.Rank(), mc.Size())
 	}
-	cases := collJobCases(n, 17)
+	cases := mix(n)
 	for i, c := range cases {
 		buf := c.Input(me)
 		if c.Coll == dtype.Broadcast && me != c.Root {
