@@ -302,3 +302,79 @@ func TestRegMR_KeepsSliceAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestRMA_CloseRacesAccessAllocMR: TestRMA_CloseRacesAccess for AllocMR
+// memory, which shm initiators copy into through their own mapping of the
+// region: writes streaming while MR.Close runs complete or fail with
+// ErrAccess; once Close returned, writes with the old key fail, and a
+// region allocated next (in the freed slot) is never touched by them.
+func TestRMA_CloseRacesAccessAllocMR(t *testing.T) {
+	for _, prov := range rmaProviders {
+		t.Run(prov, func(t *testing.T) {
+			shmTestDir(t)
+			a := openRMANode(t, prov, rmaNodeCfg{})
+			b := openRMANode(t, prov, rmaNodeCfg{})
+			dest := a.connect(t, b)
+			const size = 1 << 20
+			mr, err := b.dom.AllocMR(size, RemoteWrite)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := mr.Key()
+			src := pattern(size, 3)
+			closed := make(chan struct{})
+			for i := 0; ; i++ {
+				if i == 8 {
+					go func() {
+						if err := mr.Close(); err != nil {
+							t.Error(err)
+						}
+						close(closed)
+					}()
+				}
+				if err := a.ep.Write(src, nil, dest, 0, key, i); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := waitTx(t, a, nil, i); err != nil && !errors.Is(err, ErrAccess) {
+					t.Fatalf("write %d: %v", i, err)
+				}
+				select {
+				case <-closed:
+				default:
+					if i > 10000 {
+						t.Fatal("MR.Close did not return")
+					}
+					continue
+				}
+				break
+			}
+			next, err := b.dom.AllocMR(size, RemoteWrite|RemoteRead)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer next.Close()
+			if next.Key() == key {
+				t.Logf("the next region got the closed one's key %#x back: nothing to refuse", key)
+				return
+			}
+			mem := next.Bytes()
+			for i := range mem {
+				mem[i] = 0xee
+			}
+			next.Bytes()
+			for i := range 20 {
+				if err := a.ep.Write(src[:4096<<(i%9)], nil, dest, 0, key, i); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := waitTx(t, a, nil, i); !errors.Is(err, ErrAccess) {
+					t.Fatalf("write %d with the closed region's key: %v, want ErrAccess", i, err)
+				}
+			}
+			for i, c := range snapshot(next) {
+				if c != 0xee {
+					t.Fatalf("byte %d of the next region changed by writes with the closed key", i)
+				}
+			}
+		})
+	}
+}
