@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/gofi-dev/fi/rma"
 )
 
 // TestRMA_NoAllocationOtherCalls: the RMA calls TestRMA_NoAllocationPerOperation
@@ -143,5 +145,58 @@ func TestLinkedDataPath_NoAllocationAtEverySize(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestRMA_NoAllocationLargeTCP: RMA writes and reads of 1 MiB and of more
+// than one read request carries (rma.MaxRead) allocate nothing over tcp
+// either (TestRMA_NoAllocationPerOperation stops tcp at 64 KiB, from when
+// re-parking the event loop every tick allocated; the park socket made it
+// free: net/own.go startPark).
+func TestRMA_NoAllocationLargeTCP(t *testing.T) {
+	for _, prov := range []string{"tcp", linkName + "_remote"} {
+		t.Run(prov, func(t *testing.T) {
+			shmTestDir(t)
+			a := openRMANode(t, prov, rmaNodeCfg{})
+			b := openRMANode(t, prov, rmaNodeCfg{})
+			dest := a.connect(t, b)
+			const max = 2*rma.MaxRead + 1<<20
+			mr, err := b.dom.RegMR(make([]byte, max), RemoteRead|RemoteWrite, 0, 9, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mr.Close()
+			ctx := new(int)
+			for _, size := range []int{1 << 20, max} {
+				buf := make([]byte, size)
+				for _, op := range []string{"write", "read"} {
+					t.Run(fmt.Sprintf("%s/%d", op, size), func(t *testing.T) {
+						var failed error
+						round := func() {
+							if failed != nil {
+								return
+							}
+							if op == "write" {
+								failed = a.ep.Write(buf, nil, dest, 0, 9, ctx)
+							} else {
+								failed = a.ep.Read(buf, nil, dest, 0, 9, ctx)
+							}
+							if failed == nil {
+								failed = readOne(a.cq)
+							}
+						}
+						for range 3 {
+							round()
+						}
+						if n := testing.AllocsPerRun(10, round); n != 0 {
+							t.Errorf("%v allocations per operation", n)
+						}
+						if failed != nil {
+							t.Fatal(failed)
+						}
+					})
+				}
+			}
+		})
 	}
 }
