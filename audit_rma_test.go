@@ -378,3 +378,72 @@ func TestRMA_CloseRacesAccessAllocMR(t *testing.T) {
 		})
 	}
 }
+
+// TestRMA_VectorRefusedWhole: a WriteMsg whose later remote range is
+// refused (unknown key, no right, past the end) completes in error and
+// writes none of its ranges, not even the valid ones before it (fi_rma(3)
+// untrusted peers: "touches no target byte"); a ReadMsg likewise leaves
+// the local buffers as they were.
+func TestRMA_VectorRefusedWhole(t *testing.T) {
+	for _, prov := range rmaProviders {
+		t.Run(prov, func(t *testing.T) {
+			shmTestDir(t)
+			a := openRMANode(t, prov, rmaNodeCfg{})
+			b := openRMANode(t, prov, rmaNodeCfg{})
+			dest := a.connect(t, b)
+			_, r1, check1 := guarded(1<<20, 1)
+			_, r2, check2 := guarded(1000, 2)
+			m1, err := b.dom.RegMR(r1, RemoteRead|RemoteWrite, 0, 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m1.Close()
+			m2, err := b.dom.RegMR(r2, RemoteRead, 0, 2, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m2.Close()
+			cases := []struct {
+				name  string
+				bad   RMAIOV
+				write bool
+				want  Errno
+			}{
+				{"unknown key", RMAIOV{Len: 10, Key: 99}, true, ErrAccess},
+				{"no RemoteWrite", RMAIOV{Len: 10, Key: 2}, true, ErrAccess},
+				{"past the end", RMAIOV{Addr: 1<<20 - 5, Len: 10, Key: 1}, true, ErrInval},
+				{"read, unknown key", RMAIOV{Len: 10, Key: 99}, false, ErrAccess},
+				{"read, past the end", RMAIOV{Addr: 995, Len: 10, Key: 2}, false, ErrInval},
+			}
+			for _, c := range cases {
+				// a large valid range first (several frames and chunks over
+				// tcp, the channel's slots over shm), a small one, the bad one
+				riov := []RMAIOV{{Addr: 0, Len: 400000, Key: 1}, {Addr: 500000, Len: 100, Key: 1}, c.bad}
+				local := [][]byte{pattern(400000, 7), pattern(100, 8), pattern(10, 9)}
+				before := bytes.Join(local, nil)
+				msg := &RMAMsg{MsgIOV: local, Addr: dest, RMAIOV: riov, Context: c.name}
+				if c.write {
+					err = a.ep.WriteMsg(msg, Completion)
+				} else {
+					err = a.ep.ReadMsg(msg, Completion)
+				}
+				if err != nil {
+					t.Fatalf("%s: posting: %v", c.name, err)
+				}
+				if _, err := waitTx(t, a, nil, c.name); !errors.Is(err, c.want) {
+					t.Fatalf("%s: completion %v, want %v", c.name, err, c.want)
+				}
+				for i, x := range snapshot(m1) {
+					if x != 1 {
+						t.Fatalf("%s: byte %d of the valid region changed", c.name, i)
+					}
+				}
+				if !c.write && !bytes.Equal(bytes.Join(local, nil), before) {
+					t.Fatalf("%s: a refused read changed the local buffers", c.name)
+				}
+			}
+			check1(t)
+			check2(t)
+		})
+	}
+}
