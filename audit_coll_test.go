@@ -242,3 +242,45 @@ func moveCase(t *testing.T, rs []*collRank, coll CollectiveOp, dt Datatype, coun
 		t.Fatal(err)
 	}
 }
+
+// TestCollectives_MismatchThroughAPI: ranks that post an allreduce with
+// different counts or datatypes get error completions (with FI_COLLECTIVE)
+// on every rank over real shm, tcp and shm+tcp endpoints, rather than a
+// hang or mixed data (coll.TestMismatchDetected checks the engine level).
+func TestCollectives_MismatchThroughAPI(t *testing.T) {
+	for _, prov := range collProvs() {
+		for _, mis := range []string{"count", "type"} {
+			t.Run(prov+"/"+mis, func(t *testing.T) {
+				shmTestDir(t)
+				rs := openCollRanks(t, prov, 3)
+				joinAll(t, rs)
+				err := parallel(rs, func(r *collRank) error {
+					count, dt := 4, Int32
+					if r.rank == 2 {
+						switch mis {
+						case "count":
+							count = 3
+						case "type":
+							dt = Float
+						}
+					}
+					buf, res := make([]byte, 16), make([]byte, 16)
+					if err := r.ep.Allreduce(buf, count, nil, res, nil, r.mc.Addr(), dt, OpSum, 0, "mis"); err != nil {
+						return fmt.Errorf("rank %d: post: %w", r.rank, err)
+					}
+					e, err := r.waitColl(waitLimit)
+					switch {
+					case err == nil:
+						return fmt.Errorf("rank %d: mismatched allreduce completed without error", r.rank)
+					case e.Context != "mis":
+						return fmt.Errorf("rank %d: %v (context %v)", r.rank, err, e.Context)
+					}
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	}
+}
