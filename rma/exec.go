@@ -99,20 +99,30 @@ func (x *Target) Validate(r *Request) Code {
 // for a range outside the region. On OK the caller accesses the region
 // (the owner through Hold.Mem[off:off+n]) and then calls Release.
 func (t *Table) Access(key, addr, n, want uint64) (Hold, uint64, Code) {
-	h, c := t.Acquire(key)
-	if c != OK {
-		return Hold{}, 0, c
+	var h Hold
+	off, c := t.AccessTo(&h, key, addr, n, want)
+	return h, off, c
+}
+
+// AccessTo is Access filling *h (which must hold nothing) in place, for
+// callers keeping holds in an array: the hold is not copied on its way
+// there (a Hold is 15 words). On failure *h holds nothing.
+func (t *Table) AccessTo(h *Hold, key, addr, n, want uint64) (uint64, Code) {
+	if c := t.AcquireTo(h, key); c != OK {
+		return 0, c
 	}
 	if !h.Allows(want) {
 		h.Release()
-		return Hold{}, 0, EAccess
+		*h = Hold{}
+		return 0, EAccess
 	}
 	off, c := h.Range(addr, n)
 	if c != OK {
 		h.Release()
-		return Hold{}, 0, c
+		*h = Hold{}
+		return 0, c
 	}
-	return h, off, OK
+	return off, OK
 }
 
 // Peek checks an access of n bytes at addr needing rights want like

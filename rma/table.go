@@ -571,18 +571,26 @@ func (t *Table) find(key uint64) int {
 // the view (its key cache); the owner's Acquire is safe for concurrent
 // use.
 func (t *Table) Acquire(key uint64) (Hold, Code) {
+	var h Hold
+	c := t.AcquireTo(&h, key)
+	return h, c
+}
+
+// AcquireTo is Acquire filling *h (which must hold nothing) in place. On
+// failure *h holds nothing.
+func (t *Table) AcquireTo(h *Hold, key uint64) Code {
 	for try := 0; try < 4; try++ {
 		i := t.find(key)
 		if i < 0 {
-			return Hold{}, EAccess
+			break
 		}
 		st := t.state(i)
 		s := st.Load()
 		if s&stMask != stLive {
 			continue
 		}
-		sl := t.snapshot(i, s)
-		if sl.Key != key || st.Load() != s {
+		t.snapshotTo(&h.Slot, i, s)
+		if h.Key != key || st.Load() != s {
 			continue
 		}
 		c := t.takeCell(i)
@@ -592,34 +600,43 @@ func (t *Table) Acquire(key uint64) (Hold, Code) {
 			c.Store(0)
 			continue
 		}
-		var hb *atomic.Uint64
+		h.cell, h.hb = c, nil
 		if t.owner {
 			if raceOn {
-				hb = &t.hb
-				hb.Add(1)
+				h.hb = &t.hb
+				h.hb.Add(1)
 			}
-			sl.Mem = t.priv[i].mem
+			h.Mem = t.priv[i].mem
 		}
-		if sl.CntrW >= t.l.Counters {
-			sl.CntrW = -1
+		if h.CntrW >= t.l.Counters {
+			h.CntrW = -1
 		}
-		if sl.CntrR >= t.l.Counters {
-			sl.CntrR = -1
+		if h.CntrR >= t.l.Counters {
+			h.CntrR = -1
 		}
-		return Hold{Slot: sl, cell: c, hb: hb}, OK
+		return OK
 	}
-	return Hold{}, EAccess
+	*h = Hold{}
+	return EAccess
 }
 
 // snapshot reads slot i's fields (state s).
 func (t *Table) snapshot(i int, s uint64) Slot {
+	var sl Slot
+	t.snapshotTo(&sl, i, s)
+	return sl
+}
+
+// snapshotTo is snapshot into *sl (Mem set to nil).
+func (t *Table) snapshotTo(sl *Slot, i int, s uint64) {
 	o := t.slotOff(i)
 	m := (*[sCells]byte)(t.mem[o : o+sCells])[:] // one bounds check for the fields below
-	return Slot{Index: i, Gen: uint32(s >> 2),
-		Key: word64(m, sKey).Load(), Addr: word64(m, sAddr).Load(), Len: word64(m, sLen).Load(),
-		Base: word64(m, sBase).Load(), Access: word64(m, sAccess).Load(),
-		CntrW: int(word32(m, sCntrW).Load()) - 1, CntrR: int(word32(m, sCntrR).Load()) - 1,
-		Allocated: word32(m, sFlags).Load()&FlagAllocated != 0}
+	sl.Index, sl.Gen = i, uint32(s>>2)
+	sl.Key, sl.Addr, sl.Len = word64(m, sKey).Load(), word64(m, sAddr).Load(), word64(m, sLen).Load()
+	sl.Base, sl.Access = word64(m, sBase).Load(), word64(m, sAccess).Load()
+	sl.CntrW, sl.CntrR = int(word32(m, sCntrW).Load())-1, int(word32(m, sCntrR).Load())-1
+	sl.Allocated = word32(m, sFlags).Load()&FlagAllocated != 0
+	sl.Mem = nil
 }
 
 // takeCell takes a free holder cell of slot i, waiting (without end only

@@ -343,3 +343,48 @@ func TestTable_OwnerHintsNeverMislead(t *testing.T) {
 	acquire(19, OK, b)
 	acquire(35, EAccess, nil)
 }
+
+// TestAccessTo_InPlace: AccessTo fills a reused Hold exactly as Access
+// returns one, and a refusal leaves it holding nothing (a closed region's
+// Deregister does not wait for it).
+func TestAccessTo_InPlace(t *testing.T) {
+	tb := newTestTable(t, 4, 2)
+	mem := make([]byte, 64)
+	slot, _, err := tb.Register(Region{Mem: mem, Key: 5, Base: 100, Access: AccessRemoteRead}, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, woff, c := tb.Access(5, 108, 8, AccessRemoteRead)
+	if c != OK {
+		t.Fatal(c)
+	}
+	want.Release()
+	var h Hold
+	for _, c := range []struct {
+		key, addr, n, want uint64
+		code               Code
+	}{
+		{5, 108, 8, AccessRemoteRead, OK},
+		{5, 108, 8, AccessRemoteWrite, EAccess},
+		{5, 160, 8, AccessRemoteRead, EInval},
+		{9, 108, 8, AccessRemoteRead, EAccess},
+		{5, 108, 8, AccessRemoteRead, OK},
+	} {
+		off, code := tb.AccessTo(&h, c.key, c.addr, c.n, c.want)
+		if code != c.code {
+			t.Fatalf("AccessTo(%d, %d, %d, %#x) = %d, want %d", c.key, c.addr, c.n, c.want, code, c.code)
+		}
+		if code != OK {
+			if h.cell != nil || h.Slot.Key != 0 || h.Len != 0 || h.Mem != nil {
+				t.Fatalf("refused AccessTo left %+v", h.Slot)
+			}
+			continue
+		}
+		if off != woff || h.Slot.Index != want.Slot.Index || h.Key != want.Key || h.Len != want.Len || h.Gen != want.Gen ||
+			h.Base != want.Base || h.Access != want.Access || h.CntrW != want.CntrW || h.CntrR != want.CntrR {
+			t.Fatalf("AccessTo = %+v at %d, Access gave %+v at %d", h.Slot, off, want.Slot, woff)
+		}
+		h.Release()
+	}
+	tb.Deregister(slot, nil) // returns: nothing holds a cell
+}

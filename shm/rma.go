@@ -192,12 +192,13 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 	}
 	var total uint64
 	for i, v := range req.Remote {
-		h, off, code := rp.tbl.t.Access(v.Key, v.Addr, v.Len, want)
+		h := &st.holds[i]
+		off, code := rp.tbl.t.AccessTo(h, v.Key, v.Addr, v.Len, want)
 		if code != rma.OK {
 			releaseAll(st.holds[:i])
 			return true, transport.Code(code)
 		}
-		st.holds[i], st.offs[i] = h, off
+		st.offs[i] = off
 		direct = direct && (h.Allocated || cma && !atom)
 		total += v.Len
 	}
