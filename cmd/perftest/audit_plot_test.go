@@ -54,3 +54,43 @@ func TestPlot_CarriesPlacement(t *testing.T) {
 		t.Fatalf("overlaid plot's series lack the placement class %q", r.Results[0].Placement)
 	}
 }
+
+// TestRMABench_PlotAndPlacedRecords: perftest rma draws its figures
+// (-plot, as the other subcommands) with the placement in the title, and
+// every JSON record carries the placement class (issues #13 and #12 item
+// 1).
+func TestRMABench_PlotAndPlacedRecords(t *testing.T) {
+	bin := buildPerftest(t)
+	dir := t.TempDir()
+	j, svg := filepath.Join(dir, "rma.json"), filepath.Join(dir, "rma.svg")
+	rc, out, errs := runBin(t, bin, 60*time.Second, nil, "rma", "-p", "shm", "-s", "8,4k", "-n", "20", "-w", "4", "-json", j, "-plot", svg)
+	if rc != 0 {
+		t.Fatalf("exit %d\n%s\n%s", rc, out, errs)
+	}
+	b, err := os.ReadFile(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep rmaReport
+	if err := json.Unmarshal(b, &rep); err != nil || len(rep.Results) != 8 {
+		t.Fatalf("JSON %v: %s", err, b)
+	}
+	for _, r := range rep.Results {
+		if r.Placement == "" || r.PlacementNs <= 0 && r.Placement != "same-cpu" {
+			t.Fatalf("record %+v carries no placement", r)
+		}
+	}
+	img, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Latency (" + rep.Results[0].Placement, "Bandwidth (" + rep.Results[0].Placement,
+		"gofi shm latency rma write RegMR", "gofi shm bw rma read RegMR"} {
+		if !bytes.Contains(img, []byte(want)) {
+			t.Fatalf("plot lacks %q", want)
+		}
+	}
+	if rc, _, errs := runBin(t, bin, 10*time.Second, nil, "rma", "-plot", "x.gif"); rc != 2 || !bytes.Contains([]byte(errs), []byte("want a .svg or .png")) {
+		t.Fatalf("-plot x.gif: exit %d: %s", rc, errs)
+	}
+}

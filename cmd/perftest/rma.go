@@ -28,7 +28,9 @@ import (
 // and p99 in µs), "write-bw" and "read-bw" (-w in flight: MB/s, 10^6
 // bytes). Lines "test size value [p99]", the format of
 // benchmarks/rma/fi_rma_bench.c (libfabric's side), under "# placement"
-// lines; -json writes the same as a JSON report.
+// lines; -json writes the same as a JSON report (each record stamped with
+// the placement probed at the start), -plot draws it as the other
+// subcommands do.
 
 const rmaTargetArg = "-rma-target"
 
@@ -42,6 +44,7 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 	alloc := fs.Bool("alloc", false, "target region from AllocMR (shm peers map it); false: RegMR on Go memory")
 	spin := fs.Bool("target-spin", false, "the target polls its CQ in a loop (as libfabric's target must for its progress); default: it makes no gofi call")
 	jsonOut := fs.String("json", "", "also write the results as JSON to `file`")
+	plotOut := fs.String("plot", "", "draw latency and bandwidth against size into `file` (.svg or .png)")
 	tests := fs.String("tests", "write-lat,read-lat,write-bw,read-bw", "the `tests` to run, comma-separated (a subset isolates one for perf stat)")
 	target := fs.Bool(rmaTargetArg[1:], false, "internal: be the target process")
 	if err := fs.Parse(args); err != nil {
@@ -65,7 +68,10 @@ func runRMABench(args []string, stdout, stderr io.Writer) int {
 	if *iters < 10 || *window < 1 || maxSize < 1 {
 		return usageErr(stderr, "rma", errors.New("-n at least 10, -w at least 1, sizes at least 1"))
 	}
-	if err := rmaInitiator(*prov, *sizesArg, sizes, *alloc, *spin, *iters, *window, *jsonOut, strings.Split(*tests, ","), stdout, stderr); err != nil {
+	if *plotOut != "" && !strings.HasSuffix(*plotOut, ".svg") && !strings.HasSuffix(*plotOut, ".png") {
+		return usageErr(stderr, "rma", fmt.Errorf("-plot %s: want a .svg or .png file name", *plotOut))
+	}
+	if err := rmaInitiator(*prov, *sizesArg, sizes, *alloc, *spin, *iters, *window, *jsonOut, *plotOut, strings.Split(*tests, ","), stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "perftest rma: %v\n", err)
 		return 1
 	}
@@ -94,6 +100,11 @@ type rmaRecord struct {
 	Size  int     `json:"size"`
 	Value float64 `json:"value"` // µs (median) or MB/s
 	P99   float64 `json:"p99_us,omitempty"`
+	// Placement is the class (near, far) of the placement probed at the
+	// start of the run and PlacementNs its cache-line round trip, as every
+	// perftest result carries them.
+	Placement   string  `json:"placement,omitempty"`
+	PlacementNs float64 `json:"placement_rt_ns,omitempty"`
 }
 
 type rmaReport struct {
@@ -106,7 +117,7 @@ type rmaReport struct {
 	Results    []rmaRecord `json:"results"`
 }
 
-func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, window int, jsonOut string, tests []string, stdout, stderr io.Writer) error {
+func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, window int, jsonOut, plotOut string, tests []string, stdout, stderr io.Writer) error {
 	name, key, stop, err := startTarget([]string{"rma", "-p", prov, "-s", sizesArg, "-alloc=" + strconv.FormatBool(alloc),
 		"-target-spin=" + strconv.FormatBool(spin), rmaTargetArg}, stderr)
 	if err != nil {
@@ -174,6 +185,17 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, w
 			rep.Placement = append(rep.Placement, fmt.Sprint(*p))
 		}
 	}
+	if place != nil {
+		for i := range rep.Results {
+			rep.Results[i].Placement, rep.Results[i].PlacementNs = place.Class, place.RTNs
+		}
+	}
+	if plotOut != "" {
+		if err := plotReports(plotOut, []*Report{rep.report(place, end, prov)}, []string{""}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "# plot: %s\n", plotOut)
+	}
 	if jsonOut != "" {
 		j, err := json.MarshalIndent(rep, "", "  ")
 		if err != nil {
@@ -184,6 +206,27 @@ func rmaInitiator(prov, sizesArg string, sizes []int, alloc, spin bool, iters, w
 		}
 	}
 	return nil
+}
+
+// report is rep in the common Report form plotReports draws: latencies as
+// "latency" results (mode "write" or "read" and the memory), bandwidths as
+// "bw" results.
+func (rep *rmaReport) report(place, end *Placement, prov string) *Report {
+	r := newReport("rma")
+	r.setPlacement(place)
+	r.setPlacement(end)
+	for _, x := range rep.Results {
+		kind, what, _ := strings.Cut(x.Test, "-")
+		res := Result{Tool: "gofi", Provider: prov, Mode: "rma " + kind + " " + rep.Memory, Size: x.Size,
+			Placement: x.Placement, PlacementNs: x.PlacementNs}
+		if what == "lat" {
+			res.Test, res.P50, res.P99 = "latency", x.Value, x.P99
+		} else {
+			res.Test, res.MBps = "bw", x.Value
+		}
+		r.add(res)
+	}
+	return r
 }
 
 type rmaBench struct {
