@@ -226,3 +226,90 @@ func TestMoveAway(t *testing.T) {
 		t.Fatal("moved off a CPU the thread is not on")
 	}
 }
+
+// While every same-host peer's stamp names another CPU, Poll yields
+// neither first after a write nor after an empty pass; once a stamp names
+// this CPU again it yields as before.
+func TestPlace_PollYieldsOnlyWhenAPeerSharesTheCPU(t *testing.T) {
+	placeHooks(t, 3, false) // both poll on "CPU 3"; the host busy: no move
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	pingPong(t, a, b, 20)
+	pb := localPeer(a) // b as a sees it
+	if pb == nil || pb.place.Load()&placeCPU != 4 {
+		t.Fatal("a has no stamp of b's CPU 3")
+	}
+	as := newSink()
+	pa, _ := a.Resolve(b.Name())
+	h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+	// polls runs a's Poll past its next look at the places, then n more
+	// times, and returns the yields of those n (first and empty); again
+	// when a's loop was handed back meanwhile (gnet had tasks: Poll then
+	// reads no socket and never yields) until it stays borrowed.
+	deadline := time.Now().Add(20 * time.Second)
+	polls := func(n int, write bool) (first, empty int64) {
+		for {
+			if time.Now().After(deadline) {
+				t.Fatal("a's loop never stayed borrowed through a measurement")
+			}
+			for !a.parked.Load() && time.Now().Before(deadline) {
+				a.Poll(as)
+			}
+			for range placeEvery {
+				a.Poll(as)
+			}
+			f, e := a.firstYields, a.emptyYields
+			held := a.parked.Load()
+			for i := range n {
+				if write && i%2 == 0 {
+					if _, c := a.Send(pa, h, [][]byte{pattern(8, byte(i))}, transport.Op(1000+i)); c != transport.OK {
+						t.Fatalf("Send: %d", c)
+					}
+					a.afterWrite, a.ahead = 0, false // no probe: a Poll after this write yields first unless apart
+				}
+				held = held && a.parked.Load()
+				a.Poll(as)
+			}
+			if held && a.parked.Load() {
+				return a.firstYields - f, a.emptyYields - e
+			}
+		}
+	}
+	if f, e := polls(10, true); f == 0 || e == 0 {
+		t.Fatalf("peer on this CPU: %d yields first, %d after empty passes; want some of each", f, e)
+	}
+	pb.place.Store(5) // b now polls on CPU 4 (b sends nothing to restamp it)
+	if f, e := polls(10, true); f != 0 || e != 0 {
+		t.Fatalf("peer on another CPU: %d yields first, %d after empty passes; want none", f, e)
+	}
+	pb.place.Store(4 | placeSeen) // back on this CPU (seen or not: it counts)
+	if _, e := polls(10, false); e == 0 {
+		t.Fatal("peer back on this CPU: no yield after empty passes")
+	}
+}
+
+func TestPeersApart(t *testing.T) {
+	var x Transport
+	if x.peersApart() {
+		t.Fatal("apart with no same-host peer")
+	}
+	p1, p2 := &peer{}, &peer{}
+	l := []*peer{p1, p2}
+	x.local.Store(&l)
+	x.place.Store(1) // CPU 0
+	p1.place.Store(2)
+	p2.place.Store(3 | placeSeen)
+	if !x.peersApart() {
+		t.Fatal("peers on CPUs 1 and 2, this side on 0: not apart")
+	}
+	for _, c := range []struct {
+		mine, p2 uint32
+		why      string
+	}{{1, 1, "a peer on this CPU"}, {1, 1 | placeSeen, "a peer on this CPU (seen)"}, {1, 0, "a peer's CPU unknown"}, {0, 3, "this side's CPU unknown"}} {
+		x.place.Store(c.mine)
+		p2.place.Store(c.p2)
+		if x.peersApart() {
+			t.Errorf("%s: apart", c.why)
+		}
+	}
+}

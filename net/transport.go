@@ -241,9 +241,11 @@ type Transport struct {
 	handedBack bool
 	// wrote: a frame went to its socket whole since Poll last looked
 	// (writeDirect); Poll then yields before it reads (see Poll).
-	// firstYields counts those yields (Poll's goroutine; tests).
+	// firstYields counts those yields, emptyYields the yields after a
+	// pass that found nothing (Poll's goroutine; tests).
 	wrote       atomic.Bool
 	firstYields int64
+	emptyYields int64
 	// afterWrite counts the Polls that followed a whole write; ahead:
 	// the last of them that read first found bytes (Poll's goroutine).
 	afterWrite int64
@@ -257,6 +259,7 @@ type Transport struct {
 	localMu    sync.Mutex
 	lastMove   time.Duration
 	placePolls uint64
+	apart      bool // Poll's goroutine: peersApart at the last look
 	moves      atomic.Int64
 	crowded    atomic.Int64 // moves not made: the host was busy (tests)
 
@@ -576,10 +579,12 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 			// peer's message is often there already: the yield then
 			// only hands a loaded CPU to another process. So every
 			// probeEvery-th such Poll reads first, and while reads
-			// first find bytes (ahead) every one does.
+			// first find bytes (ahead) every one does. No Poll yields
+			// while every same-host peer polls on another CPU
+			// (peersApart, place.go).
 			t.wrote.Store(false)
 			t.afterWrite++
-			readFirst = t.ahead || t.afterWrite%probeEvery == 0
+			readFirst = t.apart || t.ahead || t.afterWrite%probeEvery == 0
 			if !readFirst {
 				t.firstYields++
 				schedYield()
@@ -588,6 +593,7 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		if t.local.Load() != nil {
 			if t.placePolls++; t.placePolls%placeEvery == 0 {
 				t.lookPlace(&t.lastMove)
+				t.apart = t.peersApart()
 			}
 		}
 		t.own.Lock()
@@ -602,7 +608,7 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 			// P's run queue: let it run its queued tasks now.
 			t.handedBack = false
 			runtime.Gosched()
-		} else if !work {
+		} else if !work && !t.apart {
 			// Nothing came: give the CPU to a thread waiting on this
 			// one's run queue, perhaps the peer (or its loop) whose
 			// answer this poll waits for; with nobody waiting the yield
@@ -613,7 +619,9 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 			// spin.go has the loaded two-CPU figures. The yield comes
 			// after own is released: the parked loop's tick (own.go)
 			// waiting for it through a yield that switched was woken
-			// through a futex by Poll's unlock.
+			// through a futex by Poll's unlock. Not while every
+			// same-host peer polls on another CPU (peersApart).
+			t.emptyYields++
 			schedYield()
 		}
 	}
