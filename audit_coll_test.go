@@ -18,11 +18,14 @@ import (
 // the one right answer is the exact sum rounded once, whatever the order;
 // a reduction that rounded its partials to 16 bits would differ on many
 // elements (checked too, so the inputs really tell the two apart). Small
-// counts and one past the ring threshold (AllreduceRingMin, 256 KiB), on every collective provider.
+// counts and one past the ring threshold (AllreduceRingMin, 256 KiB), on
+// every collective provider; SUM also through reduce and reduce-scatter.
 func TestCollectives_HalfPrecisionRoundedOnce(t *testing.T) {
-	ranks := []int{3, 5}
+	ranks, counts := []int{3, 5}, []int{1, 1001, 140001}
 	if rmaRace || testing.Short() {
-		ranks = ranks[:1] // the race detector's copies are slow
+		// the race detector's copies are slow: the ring's count runs
+		// without it
+		ranks, counts = ranks[:1], counts[:2]
 	}
 	for _, prov := range collProvs() {
 		for _, n := range ranks {
@@ -31,7 +34,7 @@ func TestCollectives_HalfPrecisionRoundedOnce(t *testing.T) {
 				rs := openCollRanks(t, prov, n)
 				joinAll(t, rs)
 				for _, dt := range []Datatype{Float16, BFloat16} {
-					for _, count := range []int{1, 1001, 140001} {
+					for _, count := range counts {
 						for _, op := range []AtomicOp{OpSum, OpMin, OpMax} {
 							if count != 1001 && op != OpSum {
 								continue // MIN and MAX round nothing: one count
@@ -119,13 +122,39 @@ func halfCase(t *testing.T, rs []*collRank, dt Datatype, op AtomicOp, count int)
 		if _, err := r.waitColl(waitLimit); err != nil {
 			return err
 		}
-		for i := range count {
-			if got := binary.LittleEndian.Uint16(res[2*i:]); got != want[i] {
-				return fmt.Errorf("rank %d: %s %s count %d: element %d is %#04x, rounded once it is %#04x",
-					r.rank, dt, op, count, i, got, want[i])
+		check := func(what string, res []byte, want []uint16) error {
+			for i := range want {
+				if got := binary.LittleEndian.Uint16(res[2*i:]); got != want[i] {
+					return fmt.Errorf("rank %d: %s %s %s count %d: element %d is %#04x, rounded once it is %#04x",
+						r.rank, what, dt, op, count, i, got, want[i])
+				}
+			}
+			return nil
+		}
+		if err := check("allreduce", res, want); err != nil || op != OpSum || count < n {
+			return err
+		}
+		// Reduce to the last rank, and reduce-scatter of blocks of count/n.
+		root := n - 1
+		if err := r.ep.Reduce(in[r.rank], count, nil, res, nil, r.mc.Addr(), Addr(root), dt, op, 0, "r"); err != nil {
+			return err
+		}
+		if _, err := r.waitColl(waitLimit); err != nil {
+			return err
+		}
+		if r.rank == root {
+			if err := check("reduce", res, want); err != nil {
+				return err
 			}
 		}
-		return nil
+		c := count / n
+		if err := r.ep.ReduceScatter(in[r.rank][:2*c*n], c, nil, res[:2*c], nil, r.mc.Addr(), dt, op, 0, "rs"); err != nil {
+			return err
+		}
+		if _, err := r.waitColl(waitLimit); err != nil {
+			return err
+		}
+		return check("reduce-scatter", res, want[r.rank*c:(r.rank+1)*c])
 	})
 	if err != nil {
 		t.Fatal(err)
