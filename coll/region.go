@@ -28,7 +28,9 @@ import (
 //	                   signals them, one cache-line transfer per rank);
 //	                   at +128 the rank's sleep word (the phase it last
 //	                   waited in when it went to sleep in Sread: lean.go),
-//	                   on a line written only then
+//	                   and at +136 its CPU word (the CPU + 1 it last
+//	                   waited on in a yielding wait, 0: not known;
+//	                   othersElsewhere), on a line written only then
 //	data (page aligned) two buffer sets, used by phase parity; each holds
 //	                   n+1 slots of slot bytes (slot i: local rank i's,
 //	                   slot n: results)
@@ -43,6 +45,7 @@ const (
 	regionHdr     = 4096
 	ctrlLine      = 256 // four cache lines, two pairs: no false sharing with the adjacent-line prefetcher
 	sleepOff      = 128
+	cpuOff        = sleepOff + 8
 	inlineOff     = 16
 	inlineMax     = 64 - inlineOff // bytes of inline data per rank and parity
 
@@ -583,3 +586,26 @@ func (g *Group) attachArrive() bool {
 }
 
 func shmPath(name string) string { return shm.Dir() + "/" + name }
+
+// othersElsewhere publishes that this rank waits on cpu (its CPU word,
+// stored only when it changed) and reports whether every local rank that
+// has not yet arrived at the current phase last said it waits on another
+// CPU: a yield of this rank's CPU cannot run any of them then (they are
+// not on it) and only hands the CPU to another program. False when a
+// missing rank's CPU is not known or is cpu.
+func (r *region) othersElsewhere(cpu int) bool {
+	mine := uint64(cpu) + 1
+	if w := r.u64(regionHdr + r.me*ctrlLine + cpuOff); w.Load() != mine {
+		w.Store(mine)
+	}
+	ph := r.ph
+	for i := 0; i < r.n; i++ {
+		if i == r.me || r.arriveWord(i, ph).Load() >= ph {
+			continue
+		}
+		if c := r.u64(regionHdr + i*ctrlLine + cpuOff).Load(); c == 0 || c == mine {
+			return false
+		}
+	}
+	return true
+}

@@ -2,6 +2,7 @@ package coll
 
 import (
 	"encoding/binary"
+	"sync/atomic"
 	"testing"
 )
 
@@ -117,5 +118,40 @@ func TestLeanFoldReadsOwnCopy(t *testing.T) {
 		if v := binary.LittleEndian.Uint64(got); v != 10+1000+12 {
 			t.Fatalf("set %d: fold %d, want %d (rank 1's operand from own)", set, v, 10+1000+12)
 		}
+	}
+}
+
+// TestOthersElsewhere: a waiting rank publishes its CPU and hears that a
+// yield cannot help only when every rank still missing from the phase
+// last waited on another CPU; a missing rank whose CPU is unknown or
+// the same, and never an arrived one, says otherwise.
+func TestOthersElsewhere(t *testing.T) {
+	r := &region{n: 4, me: 1, mem: make([]byte, regionHdr+ctrlBytes(4))}
+	r.index()
+	r.ph = 3
+	cpuWord := func(i int) *atomic.Uint64 { return r.u64(regionHdr + i*ctrlLine + cpuOff) }
+	r.arriveWord(0, 3).Store(3) // rank 0 arrived; 2 and 3 missing
+	if r.othersElsewhere(1) {
+		t.Fatal("elsewhere while the missing ranks' CPUs are unknown")
+	}
+	if got := cpuWord(1).Load(); got != 2 {
+		t.Fatalf("own CPU word %d, want CPU 1 + 1", got)
+	}
+	cpuWord(0).Store(2) // arrived: its CPU does not matter
+	cpuWord(2).Store(1)
+	cpuWord(3).Store(1)
+	if !r.othersElsewhere(1) {
+		t.Fatal("not elsewhere: both missing ranks wait on CPU 0, this one on CPU 1")
+	}
+	cpuWord(3).Store(2)
+	if r.othersElsewhere(1) {
+		t.Fatal("elsewhere while missing rank 3 waits on this CPU")
+	}
+	r.arriveWord(3, 3).Store(3) // rank 3 arrives: only rank 2 is missing
+	if !r.othersElsewhere(1) {
+		t.Fatal("not elsewhere: the one missing rank waits on CPU 0")
+	}
+	if r.othersElsewhere(0) {
+		t.Fatal("elsewhere after moving onto the missing rank's CPU 0")
 	}
 }

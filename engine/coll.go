@@ -39,6 +39,11 @@ type CollSink interface {
 	// (its peers' flags), where CollProgress alone can advance it: the
 	// endpoint then polls its transport on one pass in eight only.
 	CollShmWait() bool
+	// CollPeersElsewhere reports whether the operation waits on shared
+	// memory only for ranks that last waited on another CPU than the
+	// caller's: a yield cannot run them there (Sread in yield mode skips
+	// it, collYieldSkips in a row at most).
+	CollPeersElsewhere() bool
 	// CollClose fails whatever is in flight: the endpoint is closing.
 	CollClose()
 }
