@@ -7,12 +7,16 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gofi-dev/fi/dtype"
 	"github.com/gofi-dev/fi/dtype/kernel/kref"
+	"github.com/gofi-dev/fi/shm"
 )
 
 var ne64 = binary.NativeEndian
@@ -646,5 +650,48 @@ func TestAtomic_OrderWithRMA(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAtomic_TruncatedAllocMR: a target that shrinks the file behind its
+// AllocMR region (an untrusted peer can) makes the shm initiator's direct
+// atomics on the lost pages fail with an error completion, one element or
+// several, instead of crashing the initiator (SIGBUS under the guard).
+func TestAtomic_TruncatedAllocMR(t *testing.T) {
+	shmTestDir(t)
+	p := openAtomicPair(t, "shm", 2*os.Getpagesize())
+	pg := uint64(os.Getpagesize())
+	one := make([]byte, 24)
+	ne64.PutUint64(one, 1)
+	res := make([]byte, 24)
+	if _, err := p.runAtomic(t, dtype.KindFetch, one, nil, res, 1, pg+8, Uint64, OpSum); err != nil {
+		t.Fatal(err)
+	}
+	dir := os.Getenv(shm.DirEnv)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seg := regexp.MustCompile(`\.m[0-9]+\.[0-9]+$`)
+	n := 0
+	for _, e := range ents {
+		if seg.MatchString(e.Name()) {
+			if err := os.Truncate(filepath.Join(dir, e.Name()), int64(pg)); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d AllocMR segment files in %s, want 1", n, dir)
+	}
+	for _, count := range []int{1, 3} {
+		if _, err := p.runAtomic(t, dtype.KindFetch, one, nil, res, count, pg+8, Uint64, OpSum); !errors.Is(err, ErrIO) {
+			t.Fatalf("count %d: an atomic on a truncated page: %v, want ErrIO", count, err)
+		}
+	}
+	// The page that is left still works.
+	if _, err := p.runAtomic(t, dtype.KindFetch, one, nil, res, 1, 8, Uint64, OpSum); err != nil {
+		t.Fatalf("atomic on the page left: %v", err)
 	}
 }
