@@ -4,7 +4,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/gofi-dev/fi/ring"
 )
@@ -76,58 +75,11 @@ func chanRound(b *testing.B, ch chan [8]byte, n int) time.Duration {
 	return time.Since(start)
 }
 
-// ringRound streams n records through r as ringStreamTyped does (Reserve,
-// store, Commit, Publish every publishEvery; Peek, load, Consume, Release
-// every 64) and returns the time until the consumer has them all.
+// ringRound streams n 8-byte records through r as ringStreamTyped does
+// (streamTyped, the consumer pinned by GOFI_BENCH_PIN) and returns the
+// time until the consumer has them all.
 func ringRound(b *testing.B, r *ring.Ring, n int) time.Duration {
-	done := make(chan [8]byte, 1)
 	start := time.Now()
-	go func() {
-		defer pinFromEnv(b, 1)()
-		var last [8]byte
-		idle := 0
-		for i := 0; i < n; {
-			_, p, err := r.Peek()
-			if err != nil {
-				if err != ring.ErrEmpty {
-					panic(err)
-				}
-				backoff(&idle)
-				continue
-			}
-			last = *(*[8]byte)(unsafe.Pointer(unsafe.SliceData(p)))
-			idle = 0
-			r.Consume()
-			if i++; i&63 == 0 {
-				r.Release()
-			}
-		}
-		r.Release()
-		done <- last
-	}()
-	var v [8]byte
-	idle, pending := 0, 0
-	for i := 0; i < n; {
-		buf, err := r.Reserve(8)
-		if err != nil {
-			if err != ring.ErrFull {
-				b.Fatal(err)
-			}
-			r.Publish()
-			pending = 0
-			backoff(&idle)
-			continue
-		}
-		idle = 0
-		*(*[8]byte)(unsafe.Pointer(unsafe.SliceData(buf))) = v
-		r.Commit(1, 8)
-		i++
-		if pending++; pending == publishEvery {
-			r.Publish()
-			pending = 0
-		}
-	}
-	r.Publish()
-	<-done
+	streamTyped[[8]byte](b, r, n, true)
 	return time.Since(start)
 }

@@ -84,17 +84,31 @@ var streamBytes = func() int {
 // ringStreamTyped: the zero-copy API with T stored and loaded in place.
 func ringStreamTyped[T any](b *testing.B, capacity int) {
 	var v T
-	size := int(sizeOf(v))
 	r := newStreamRing(b, capacity)
-	done := make(chan T, 1)
-	b.SetBytes(int64(size))
+	b.SetBytes(int64(sizeOf(v)))
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
+	streamTyped[T](b, r, b.N, false)
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+}
+
+// streamTyped streams n records of T through r, produced here (Reserve,
+// store in place, Commit, Publish every publishEvery) and consumed by a
+// goroutine (Peek, load, Consume, Release every 64), and returns when the
+// consumer has them all. pin: the consumer's thread is pinned by
+// GOFI_BENCH_PIN (pinFromEnv's second CPU).
+func streamTyped[T any](b *testing.B, r *ring.Ring, n int, pin bool) {
+	var v T
+	size := int(sizeOf(v))
+	done := make(chan T, 1)
 	go func() {
+		if pin {
+			defer pinFromEnv(b, 1)()
+		}
 		var last T // each record is loaded into it, as chan's receive does
 		idle := 0
-		for i := 0; i < b.N; {
+		for i := 0; i < n; {
 			_, p, err := r.Peek()
 			if err != nil {
 				if err != ring.ErrEmpty {
@@ -114,7 +128,7 @@ func ringStreamTyped[T any](b *testing.B, capacity int) {
 		done <- last
 	}()
 	idle, pending := 0, 0
-	for i := 0; i < b.N; {
+	for i := 0; i < n; {
 		buf, err := r.Reserve(size)
 		if err != nil {
 			if err != ring.ErrFull {
@@ -136,7 +150,6 @@ func ringStreamTyped[T any](b *testing.B, capacity int) {
 	}
 	r.Publish()
 	<-done
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 }
 
 // ringStreamCopy: the copy API, from and to byte slices; batch 1 is
