@@ -128,7 +128,8 @@ func (d *Domain) OpenCQ(attr *CQAttr) (*CQ, error) {
 
 // Read reads up to len(entries) completions without blocking. It returns
 // ErrAgain when none is available and ErrAvail when the next completion is
-// an error (read it with ReadErr). Reading drives progress.
+// an error (read it with ReadErr). Reading drives progress when no
+// completion is queued.
 func (cq *CQ) Read(entries []CQEntry) (int, error) {
 	if cq.closed {
 		return 0, errClosedCQ

@@ -63,7 +63,10 @@ func TestLinkedRoundTripZeroAllocs(t *testing.T) {
 		pong()
 	}
 	all, tcp := l.Polls()
-	if all-all0 < 10000 || tcp-tcp0 > (all-all0)/100 {
+	// At least one Poll of A's per pong (its receive): a CQ read that
+	// finds its completion queued (A's send completions) returns it
+	// without one.
+	if all-all0 < 5000 || tcp-tcp0 > (all-all0)/100 {
 		t.Errorf("%d of %d Polls polled the idle tcp member", tcp-tcp0, all-all0)
 	}
 }

@@ -400,6 +400,18 @@ func (cq *CQ) refill() {
 }
 
 // progressLocked drives every bound endpoint once.
+//
+// A read drives progress only when its queue is empty: a completion
+// already queued (progress run for another CQ or an earlier read put it
+// there) is returned at once, and the next read progresses. A progress
+// pass that finds nothing is not free: tcp's Poll reads every socket
+// (EAGAIN) and then yields its CPU, so a ping-pong whose send-completion
+// wait had already taken in the answer paid, on each side and each round
+// trip, an empty read and a yield before its receive completion came
+// back; with both processes on one CPU that yield ran the peer, which
+// found nothing either and yielded back (perf trace of perftest pingpong
+// -p tcp -S 64k: read EAGAIN, sched_yield, two context switches between
+// a message's readv and the writev of its answer).
 func (cq *CQ) progressLocked() bool {
 	did := false
 	for _, p := range cq.eps {
@@ -410,10 +422,11 @@ func (cq *CQ) progressLocked() bool {
 	return did
 }
 
-// Read drives progress, then copies up to len(dst) successful completions
-// into dst. It returns CodeAgain when there is none and CodeAvail when the
-// next entry is an error entry (read it with ReadErr). Entries are
-// returned in completion order; an error entry stops the batch before it.
+// Read drives progress when no completion is queued, then copies up to
+// len(dst) successful completions into dst. It returns CodeAgain when
+// there is none and CodeAvail when the next entry is an error entry (read
+// it with ReadErr). Entries are returned in completion order; an error
+// entry stops the batch before it.
 func (cq *CQ) Read(dst []Entry) (int, Code) {
 	i := 0
 	return cq.ReadTo(len(dst), func(e *Entry) { dst[i] = *e; i++ })
@@ -425,7 +438,9 @@ func (cq *CQ) Read(dst []Entry) (int, Code) {
 // call back into the CQ; the entry it sees is valid only during the call.
 func (cq *CQ) ReadTo(max int, put func(*Entry)) (int, Code) {
 	cq.lock()
-	cq.progressLocked()
+	if cq.head == cq.tail {
+		cq.progressLocked()
+	}
 	n, c := cq.take(max, put)
 	cq.unlock()
 	return n, c
@@ -456,13 +471,16 @@ func (cq *CQ) take(max int, put func(*Entry)) (int, Code) {
 }
 
 // BeginRead starts a read that copies entries out itself: it takes the
-// CQ's lock and drives progress. Then Next and Pop hand out the successful
-// entries at the head, and EndRead unlocks and says what Read would have
-// returned. It is ReadTo for a caller in another package, whose per-entry
-// work the compiler inlines instead of calling a function value.
+// CQ's lock and drives progress (when nothing is queued). Then Next and
+// Pop hand out the successful entries at the head, and EndRead unlocks
+// and says what Read would have returned. It is ReadTo for a caller in
+// another package, whose per-entry work the compiler inlines instead of
+// calling a function value.
 func (cq *CQ) BeginRead() {
 	cq.lock()
-	cq.progressLocked()
+	if cq.head == cq.tail {
+		cq.progressLocked()
+	}
 }
 
 // Next returns the entry at the head of the queue, or nil when the queue

@@ -565,3 +565,46 @@ func TestCQ_MovesOffThePeersCPU(t *testing.T) {
 		}
 	}
 }
+
+// A read that finds completions queued returns them without a progress
+// pass (an empty pass is a read of every socket and a yield on tcp); a
+// read of an empty queue, ReadTo's and BeginRead's alike, drives it.
+func TestCQ_ReadProgressesOnlyWhenEmpty(t *testing.T) {
+	for _, how := range []string{"Read", "BeginRead"} {
+		t.Run(how, func(t *testing.T) {
+			cq := NewCQ(4, nil)
+			p := &countProg{}
+			cq.Bind(p, nil)
+			read := func() int {
+				if how == "Read" {
+					var dst [1]Entry
+					n, _ := cq.Read(dst[:])
+					return n
+				}
+				cq.BeginRead()
+				n := 0
+				if cq.Next() != nil {
+					cq.Pop()
+					n = 1
+				}
+				cq.EndRead(n)
+				return n
+			}
+			cq.Push(&Entry{Context: 1})
+			cq.Push(&Entry{Context: 2})
+			for i, want := range []int{1, 1, 0} {
+				before := p.n.Load()
+				if n := read(); n != want {
+					t.Fatalf("read %d: %d completions, want %d", i, n, want)
+				}
+				wantPasses := int32(0)
+				if want == 0 {
+					wantPasses = 1 // the queue was empty
+				}
+				if passes := p.n.Load() - before; passes != wantPasses {
+					t.Fatalf("read %d: %d progress passes, want %d", i, passes, wantPasses)
+				}
+			}
+		})
+	}
+}
