@@ -47,19 +47,29 @@ import (
 // run.
 //
 // GOFI_BENCH_PIN=a,b pins the initiator's polling thread to CPU a and the
-// peer's to CPU b. GOFI_BENCH_ALT_DUPLEX=1 adds two bare duplex layouts,
-// where one cache line carries a round trip's request and its reply (the
-// request in the line's first 32 bytes, written by the initiator, the
-// reply in its last 32, written by the peer), so that a ping-pong moves
-// one line like the flag instead of two like a pair of one-way rings:
-// dup, one line for every round trip (two words of it, one per side), and
-// dupslot, 64 lines in turn, round trip k in line k mod 64 with a
-// sequence stamp and an 8-byte payload each way (the bare protocol of a
-// duplex ring with one record per line and direction); reported as
-// dup-ns, dupslot-ns, dupslot/flag and dupslot/ring4k. (Measured
-// 2026-11-25, pinned, 16 runs: dupslot 0.76-1.46x the flag far, but near
-// 149-370 ns against ring4k's 125-205, slower in every run: a line both
-// sides write is not the one-line flag near, so no duplex ring was built.)
+// peer's to CPU b. GOFI_BENCH_ALT_DUPLEX=1 adds three bare duplex
+// layouts, where one cache line carries a round trip's request and its
+// reply, so that a ping-pong moves one line like the flag instead of two
+// like a pair of one-way rings: dup, one line for every round trip (two
+// words of it, one per side); dupslot, 64 lines in turn, round trip k in
+// line k mod 64 (the request with a sequence stamp and an 8-byte payload
+// in the line's first 32 bytes, the reply in its last 32: the bare
+// protocol of a duplex ring with one record per line and direction); and
+// duplog, one log of 16-byte slots (stamp and payload) both sides write
+// in turn, round trip k's request in slot 2k and its reply in slot 2k+1,
+// two round trips a line: within a line each side writes next into the
+// line it has just read, and only every other round trip starts a line
+// the poller touched first. Reported as dup-ns, dupslot-ns,
+// dupslot/flag, dupslot/ring4k, duplog-ns, duplog/flag and
+// duplog/ring4k. (Measured 2026-11-25 04:48, pinned, 16 runs: dupslot
+// 0.76-1.46x the flag far, but near 149-370 ns against ring4k's 125-205;
+// 07:41, pinned, under chrt -f 50, load 8-9.6, in the ~52 ns placement
+// (5 runs): flag 49.5-54.6 ns, ring4k 102-127 (1.95-2.24x), duplog 74-84
+// (1.41-1.54x, 0.69-0.73 of ring4k), dupslot 1.71-2.11x; far (6 runs,
+// flag 305-348): ring4k 1.31-1.42x, duplog 1.15-1.23x (0.80-0.96 of
+// ring4k). A pair of one-way rings cannot come within 1.5x of the flag
+// where two one-way lines cost twice one shared line; a log both
+// directions share can.)
 func BenchmarkShmPingPongAlternated(b *testing.B) {
 	rt := placementRT()
 	path, m := createShm(b, altSize)
@@ -142,6 +152,9 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupSlot] }), "dupslot-ns")
 		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupSlot] / flag(t) }), "dupslot/flag")
 		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupSlot] / t[altRing4k] }), "dupslot/ring4k")
+		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupLog] }), "duplog-ns")
+		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupLog] / flag(t) }), "duplog/flag")
+		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupLog] / t[altRing4k] }), "duplog/ring4k")
 	}
 	b.ReportMetric(rt, "rt-ns")
 }
@@ -149,8 +162,8 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 const (
 	envAltPeerFile = "GOFI_BENCH_PINGPONG_ALT_FILE"
 
-	altFlag, altFlag2, altRing, altRing4k, altFlagB, altDup, altDupSlot, altModes = 0, 1, 2, 3, 4, 5, 6, 7
-	altRings                                                                      = altRing4k - altRing + 1
+	altFlag, altFlag2, altRing, altRing4k, altFlagB, altDup, altDupSlot, altDupLog, altModes = 0, 1, 2, 3, 4, 5, 6, 7, 8
+	altRings                                                                                 = altRing4k - altRing + 1
 
 	altSmallCap = shm.DefaultMinRingSize
 
@@ -172,7 +185,8 @@ const (
 	altSmallB = altSmallA + altSmallCap*2
 	altDupW   = altSmallB + altSmallCap*2
 	altDupA   = altDupW + ring.LineSep
-	altSize   = altDupA + 4096
+	altDupL   = altDupA + 4096
+	altSize   = altDupL + 4096
 )
 
 // Compile-time check: each small ring's region holds Size(altSmallCap).
@@ -239,6 +253,20 @@ func (a *altSide) run(k, n int, deadline time.Time) bool {
 				spinPause(idle)
 			}
 			a.buf[0] = a.m[l+40]
+		}
+	case altDupLog:
+		for range n {
+			s++
+			l := altDupL + int(s&127)*32 // request s in slot 2s, reply in 2s+1
+			*(*uint64)(unsafe.Pointer(&a.m[l+8])) = s
+			a.w(l).Store(s)
+			for idle := 0; a.w(l+16).Load() != s; {
+				if idle++; late(idle) {
+					return false
+				}
+				spinPause(idle)
+			}
+			a.buf[0] = a.m[l+24]
 		}
 	case altFlag2:
 		for range n {
@@ -314,6 +342,27 @@ func (a *altSide) echo(k int, deadline time.Time) bool {
 				v := *(*uint64)(unsafe.Pointer(&a.m[l+8]))
 				*(*uint64)(unsafe.Pointer(&a.m[l+40])) = v
 				a.w(l + 32).Store(s)
+				idle = 0
+				continue
+			}
+			if a.ctrl.Load() != c {
+				return true
+			}
+			if idle++; late(idle) {
+				return false
+			}
+			spinPause(idle)
+		}
+	case altDupLog:
+		s := a.seq[k]
+		defer func() { a.seq[k] = s }()
+		for idle := 0; ; {
+			l := altDupL + int((s+1)&127)*32
+			if a.w(l).Load() == s+1 {
+				s++
+				v := *(*uint64)(unsafe.Pointer(&a.m[l+8]))
+				*(*uint64)(unsafe.Pointer(&a.m[l+24])) = v
+				a.w(l + 16).Store(s)
 				idle = 0
 				continue
 			}
