@@ -60,9 +60,13 @@
 # processes are also pinned, one to each CPU of CPUS (perftest serve on
 # the second, perftest latency connecting to it from the first), so two
 # real-time spinners can never share one CPU, and every program runs
-# under timeout 60. (Pinned without RT, a process's sysmon and its
-# spinner share one CPU under the normal scheduler: p99.9 of hundreds of
-# microseconds; so without RT the two processes are left unbound.)
+# under timeout 60, with SIGKILL 2 s after its SIGTERM: a real-time Go
+# spinner whose other threads wait on its CPU never runs the handler that
+# SIGTERM needs. RT refuses a GOMAXPROCS above 1: a second P's thread,
+# pinned beside the spinner at its priority, never runs, and perftest
+# hangs. (Pinned without RT, a process's sysmon and its spinner share one
+# CPU under the normal scheduler: p99.9 of hundreds of microseconds; so
+# without RT the two processes are left unbound.)
 set -eu
 ROUNDS=${ROUNDS:-3}
 ITERS=${ITERS:-200000}
@@ -71,11 +75,18 @@ SIZES=${SIZES:-8,4k,64k}
 PROV=${PROV:-shm}
 rt=()
 if [ -n "${RT:-}" ]; then
-	rt=(timeout 60 chrt -f "$RT")
+	if [ "${GOMAXPROCS:-1}" != 1 ]; then
+		echo "tail.sh: RT with GOMAXPROCS=$GOMAXPROCS: the runtime's second thread, pinned beside the real-time spinner, would never run (see above)" >&2
+		exit 2
+	fi
+	rt=(timeout -k 2 60 chrt -f "$RT")
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+serve=
+# on any exit, the background perftest serve (RT) and its timeout
+# (timeout leads its own process group) goes too
+trap '[ -n "$serve" ] && kill -KILL -- "-$serve" 2>/dev/null; rm -rf "$tmp"' EXIT
 
 (cd "$here/.." && go build -o "$tmp/perftest" ./cmd/perftest)
 if [ -z "${CPUS:-}" ]; then
@@ -276,6 +287,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	if [ -n "${RT:-}" ]; then # pinned: perftest serve on b, the client on a (see RT above)
 		port=$((47600 + $$ % 300))
 		taskset -c "$b" "${rt[@]}" "$tmp/perftest" serve -once -B "$port" >"$tmp/serve.out" 2>&1 &
+		serve=$!
 		sleep 0.5
 		lat=(taskset -c "$a" "${rt[@]}" "$tmp/perftest" latency -P "$port")
 		node=(localhost) # counts below: the client process only
@@ -326,4 +338,5 @@ for r in $(seq 1 "$ROUNDS"); do
 		done
 	counts
 	wait || echo "  (perftest serve exited with status $?: $(cat "$tmp/serve.out" 2>/dev/null))" # the pinned server (RT) exits after its one client
+	serve=
 done

@@ -26,7 +26,11 @@ PROV=${PROV:-shm}
 X=${X:-5}
 rt=()
 if [ -n "${RT:-}" ]; then
-	rt=(timeout 60 chrt -f "$RT")
+	if [ "${GOMAXPROCS:-1}" != 1 ]; then
+		echo "tailholes.sh: RT with GOMAXPROCS=$GOMAXPROCS: the runtime's second thread, pinned beside the real-time spinner, would never run (see tail.sh)" >&2
+		exit 2
+	fi
+	rt=(timeout -k 2 60 chrt -f "$RT") # SIGKILL 2 s after SIGTERM: see tail.sh
 fi
 here=$(cd "$(dirname "$0")" && pwd)
 out=${OUT:-}
@@ -34,6 +38,10 @@ if [ -z "$out" ]; then
 	out=$(mktemp -d)
 	trap 'rm -rf "$out"' EXIT
 fi
+serve=
+# on any exit, the background perftest serve (RT) and its timeout (timeout
+# leads its own process group) go too
+trap '[ -n "$serve" ] && kill -KILL -- "-$serve" 2>/dev/null; [ -z "${OUT:-}" ] && rm -rf "$out"' EXIT
 mkdir -p "$out"
 (cd "$here/.." && go build -o "$out/perftest" ./cmd/perftest && go build -o "$out/tailholes" ./benchmarks/tailholes)
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)${RT:+, perftest under chrt -f $RT}"
@@ -42,10 +50,11 @@ node=()
 if [ -n "${RT:-}" ]; then
 	# Under RT the two perftest processes are pinned, one to each CPU of
 	# CPUS (default 0,1): perftest serve on the second, the client on the
-	# first (see tail.sh), each under timeout 60.
+	# first (see tail.sh), each under timeout 60 (SIGKILL 2 s later).
 	CPUS=${CPUS:-0,1}
 	port=$((47600 + $$ % 300))
 	taskset -c "${CPUS#*,}" "${rt[@]}" "$out/perftest" serve -once -B "$port" >"$out/serve.out" 2>&1 &
+	serve=$!
 	sleep 0.5
 	lat=(taskset -c "${CPUS%,*}" "${rt[@]}" "$out/perftest" latency -P "$port")
 	node=(localhost)
@@ -58,6 +67,7 @@ perf record -q -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
 	-e irq_vectors:reschedule_entry -e irq_vectors:irq_work_entry -e tlb:tlb_flush \
 	-- "${lat[@]}" -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$out/dump.txt" "${node[@]}" 2>/dev/null
 wait || echo "# perftest serve exited with status $?: $(cat "$out/serve.out" 2>/dev/null)"
+serve=
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace >"$out/perf.txt" 2>/dev/null
 "$out/tailholes" -perf "$out/perf.txt" -dump "$out/dump.txt" -x "$X"
