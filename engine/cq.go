@@ -75,7 +75,12 @@ type CQ struct {
 	// buffer while nobody reads the CQ).
 	over []Entry
 
-	eps     []Progressor
+	eps []Progressor
+	// sharers: the bound endpoints that are peerSharers, found at Bind
+	// (a type assertion to an interface builds its itab at its first
+	// call: runtime.getitab's lock, an allocation and a page fault or
+	// two, which the first idle read of a ping-pong's first wait paid)
+	sharers []peerSharer
 	waiters []Waiter
 	wake    atomic.Pointer[[]Waiter] // snapshot of waiters for Notify
 
@@ -198,13 +203,17 @@ func (cq *CQ) idleRead() (idleAct, int) {
 // peerShares reports whether a bound endpoint's transport says a peer
 // that stays put polls on cpu (Endpoint.PeerShares), with the lock held.
 func (cq *CQ) peerShares(cpu int) bool {
-	for _, p := range cq.eps {
-		if s, ok := p.(interface{ PeerShares(int) bool }); ok && s.PeerShares(cpu) {
+	for _, s := range cq.sharers {
+		if s.PeerShares(cpu) {
 			return true
 		}
 	}
 	return false
 }
+
+// peerSharer is an endpoint that can say whether a peer polls on a CPU
+// (Endpoint.PeerShares).
+type peerSharer interface{ PeerShares(int) bool }
 
 // endIdle ends a run of empty reads, with the lock held. A wait that
 // ended without a yield says the peer runs beside us: the early yields
@@ -309,6 +318,9 @@ func (cq *CQ) Size() int { return len(cq.ring) }
 func (cq *CQ) Bind(p Progressor, w Waiter) {
 	cq.lock()
 	cq.eps = append(cq.eps, p)
+	if s, ok := p.(peerSharer); ok {
+		cq.sharers = append(cq.sharers, s)
+	}
 	if w != nil {
 		cq.waiters = append(cq.waiters, w)
 		cq.publishWaiters()
@@ -327,6 +339,12 @@ func (cq *CQ) Unbind(p Progressor, w Waiter) {
 	for i, e := range cq.eps {
 		if e == p {
 			cq.eps = append(cq.eps[:i], cq.eps[i+1:]...)
+			break
+		}
+	}
+	for i, s := range cq.sharers {
+		if any(s) == any(p) {
+			cq.sharers = append(cq.sharers[:i], cq.sharers[i+1:]...)
 			break
 		}
 	}

@@ -608,3 +608,29 @@ func TestCQ_ReadProgressesOnlyWhenEmpty(t *testing.T) {
 		})
 	}
 }
+
+// peerShares asks the endpoints bound when it is called, each once, and
+// no longer one that was unbound.
+func TestCQ_PeerSharesFollowsBindings(t *testing.T) {
+	cq := NewCQ(4, nil)
+	a, b, plain := &sharer{on: 1}, &sharer{on: 2}, &countProg{}
+	cq.Bind(plain, nil)
+	for _, c := range []struct {
+		do   func()
+		on1  bool
+		on2  bool
+		what string
+	}{
+		{func() {}, false, false, "only an endpoint without PeerShares"},
+		{func() { cq.Bind(a, nil) }, true, false, "a bound"},
+		{func() { cq.Bind(b, nil) }, true, true, "a and b bound"},
+		{func() { cq.Unbind(a, nil) }, false, true, "a unbound"},
+		{func() { cq.Unbind(plain, nil) }, false, true, "the plain one unbound"},
+		{func() { cq.Unbind(b, nil) }, false, false, "b unbound"},
+	} {
+		c.do()
+		if got1, got2 := cq.peerShares(1), cq.peerShares(2); got1 != c.on1 || got2 != c.on2 {
+			t.Errorf("%s: peerShares(1), (2) = %v, %v; want %v, %v", c.what, got1, got2, c.on1, c.on2)
+		}
+	}
+}

@@ -106,7 +106,12 @@ type Endpoint struct {
 	cfg   Config
 	tr    transport.Transport
 	eager transport.EagerSender // tr's, when it has one
-	ser   *Serial
+	// tr's, when it has one, found once (a type assertion to an
+	// interface builds its itab at its first call, with a lock, an
+	// allocation and a page fault or two: that was paid by the first
+	// idle read of a wait)
+	sharer transport.CPUSharer
+	ser    *Serial
 
 	msgs *match.Matcher[uint32, uint32] // untagged queue: rx op, ux index
 	tags *match.Matcher[uint32, uint32] // tagged queue
@@ -289,6 +294,7 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 		fx: make([]fetchOp, 0, 16), fxFree: make([]uint32, 0, 16), fetching: make([]int32, 0, 16),
 		txFree: make([]uint32, 0, 16), rxFree: make([]uint32, 0, 16)}
 	ep.eager, _ = cfg.Transport.(transport.EagerSender)
+	ep.sharer, _ = cfg.Transport.(transport.CPUSharer)
 	// Receive slots for the first receives the matcher queues: with
 	// receives held apart (fast) the first ones may come only with the
 	// first rendezvous, and should not allocate then.
@@ -1212,6 +1218,5 @@ func (ep *Endpoint) Waiter() Waiter { return ep.tr }
 // PeerShares reports whether the transport says a peer that stays put
 // polls on cpu (transport.CPUSharer; false without one).
 func (ep *Endpoint) PeerShares(cpu int) bool {
-	s, ok := ep.tr.(transport.CPUSharer)
-	return ok && s.PeerShares(cpu)
+	return ep.sharer != nil && ep.sharer.PeerShares(cpu)
 }
