@@ -77,6 +77,7 @@ type tconn struct {
 	closeErr   error       // why gnet closed it, while draining
 	rx         *rmaRx      // the RMA request being executed (rma.go)
 	lastPush   bool        // the last frame decoded was a PUSH (own.go: read the next header alone)
+	lastWrite  bool        // ... a large RMA write (own.go: read the next headers alone)
 	// placed: both HELLOs agreed to exchange places (place.go); set by
 	// the loop at the HELLO, read by every writer (a frame queued before
 	// the handshake ended goes unstamped).
@@ -891,6 +892,9 @@ func (p *peer) drainingLocked(tc *tconn) bool {
 func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 	if f.op != opCredit { // credit rides in front of other frames (writeDirect)
 		tc.lastPush = f.op == opPush
+		if tc.lastWrite {
+			tc.lastWrite = false
+		}
 	}
 	if f.op == opHello || f.op == opAuth {
 		return true, tc.handshake(f, src)
@@ -985,6 +989,9 @@ func (tc *tconn) frame(f *frame, src inbound) (bool, error) {
 
 func (tc *tconn) dataStart(f *frame) error {
 	tc.lastPush = false
+	if tc.lastWrite {
+		tc.lastWrite = false
+	}
 	if tc.state != stReady {
 		return fmt.Errorf("%w: DATA before the handshake", errProto)
 	}

@@ -380,6 +380,24 @@ func (d *decoder) rmaLeft() uint64 {
 	return 0
 }
 
+// rmaHeadLeft is, inside an RMA frame whose request header the decoder
+// has not taken in whole, how many more of the header's bytes it needs:
+// the rest of a one-range header while the range count is not known yet
+// (the common write), else the rest of the header. 0 elsewhere.
+func (d *decoder) rmaHeadLeft() int {
+	if !d.have || d.f.op != opRMA || d.rmaBody {
+		return 0
+	}
+	if d.rn < 4 {
+		return rma.ReqHeader + rma.IOVSize - d.rn
+	}
+	hl, err := rma.PeekHeaderLen(d.rh[:4])
+	if err != nil || hl < d.rn {
+		return 0
+	}
+	return hl - d.rn
+}
+
 // tookData accounts n DATA (or RMA write) payload bytes the handler took
 // from the stream itself (n <= dataLeft() or rmaLeft()); the next run ends
 // the frame when none are left.

@@ -12,6 +12,8 @@ import (
 
 	"github.com/panjf2000/gnet/v2"
 	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/rma"
 )
 
 // Owner polling: the latency design.
@@ -424,6 +426,32 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 			var ok bool
 			if n, ok, err = tc.readRMADirect(); !ok {
 				n, drained, err = tc.spinRead()
+			}
+		case tc.lastWrite && len(tc.pre) == 0 && !tc.dec.have:
+			// After a large RMA write the next frame is likely one
+			// too: read its header and a one-range request header
+			// alone, so that its payload goes straight into the
+			// region (the socket held nothing more when the last
+			// payload's read took the headers behind it).
+			k := hdrSize + rma.ReqHeader + rma.IOVSize
+			tc.reservePre(k)
+			n, err = unix.Read(tc.fd, tc.pre[:k])
+			if n > 0 {
+				tc.pre = tc.pre[:n]
+				drained = n < k
+			}
+		case tc.dec.rmaHeadLeft() > len(tc.pre):
+			// Inside an RMA request's header: read the rest of it
+			// alone, so that a write's payload behind it goes
+			// straight into the region (the case above) instead of
+			// through pre and a copy (a 64 KiB read at the start of
+			// every large write).
+			k := tc.dec.rmaHeadLeft() - len(tc.pre)
+			tc.reservePre(k)
+			n, err = unix.Read(tc.fd, tc.pre[len(tc.pre):len(tc.pre)+k])
+			if n > 0 {
+				tc.pre = tc.pre[:len(tc.pre)+n]
+				drained = n < k
 			}
 		case owner && tc.lastPush && len(tc.pre) == 0 && !tc.dec.have:
 			// After a push the next frame is likely one too: read its

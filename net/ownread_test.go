@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gofi-dev/fi/rma"
 )
 
 // Poll's reads of a socket it owns are decoded before it returns, also
@@ -140,5 +142,78 @@ func TestReadDirect_DrainedWhenThePayloadEndsTheSocket(t *testing.T) {
 			t.Fatalf("%d bytes behind: payload intact %v, %d bytes in pre", c.behind, bytes.Equal(dst, pattern(size, 3)), len(tc.pre))
 		}
 		p.fetches.put(id)
+	}
+}
+
+// Large RMA writes streamed back to back are read straight into the
+// region after the first read: a payload's last read takes the next
+// frame's header and a one-range request header behind it, and a longer
+// request header is read to its end alone, so no write's first bytes
+// come through pre and a copy (they did: each write after the first
+// started with a 64 KiB read into pre).
+func TestReadRMADirect_BackToBackWrites(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if err := unix.SetNonblock(fds[1], false); err != nil {
+		t.Fatal(err)
+	}
+	size, _ := rma.Size(4, 4)
+	tab, err := rma.NewTable(make([]byte, size), 4, 4, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := make([]byte, 4<<20)
+	if _, _, err := tab.Register(rma.Region{Mem: mem, Key: 9, Access: rma.AccessRemoteWrite}, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr := &Transport{}
+	tr.rmaTarget.Store(&rma.Target{Table: tab})
+	p := &peer{t: tr, peerWindow: 1 << 40}
+	tc := &tconn{t: tr, fd: fds[0], peer: p, state: stReady}
+
+	// One- and two-range writes of 300 KiB each, alternating.
+	const n, plen = 8, 300 << 10
+	var stream, want []byte
+	want = make([]byte, len(mem))
+	for i := range n {
+		rq := rma.Request{Kind: rma.KindWrite, ID: uint64(i), Payload: plen}
+		base := uint64(i) * plen
+		if i%2 == 0 {
+			rq.IOV[0], rq.NIOV = rma.IOV{Addr: base, Len: plen, Key: 9}, 1
+		} else {
+			rq.IOV[0], rq.IOV[1], rq.NIOV = rma.IOV{Addr: base, Len: 1000, Key: 9}, rma.IOV{Addr: base + 1000, Len: plen - 1000, Key: 9}, 2
+		}
+		hl := rq.HeaderLen()
+		b := make([]byte, hdrSize+hl)
+		putHeader(b, &frame{op: opRMA, cookie: uint64(i), length: uint64(hl) + plen})
+		rq.Encode(b[hdrSize:])
+		payload := pattern(plen, byte(i))
+		copy(want[base:], payload)
+		stream = append(append(stream, b...), payload...)
+	}
+	werr := make(chan error, 1)
+	go func() { _, err := unix.Write(fds[1], stream); werr <- err }()
+
+	// The first read (nothing decoded yet) fills pre's room: at most
+	// 2*ownRead bytes come through it.
+	deadline := time.Now().Add(20 * time.Second)
+	for tr.rmaDirect.Load()+2*ownRead < int64(n*plen) || tc.dec.have || len(tc.pre) > 0 {
+		tr.ownerConn(tc)
+		if tc.dead {
+			t.Fatalf("connection failed after %d direct bytes", tr.rmaDirect.Load())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d payload bytes read straight into the region (want all but the first read's)", tr.rmaDirect.Load(), n*plen)
+		}
+	}
+	if err := <-werr; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(mem, want) {
+		t.Fatal("the region does not hold what was written")
 	}
 }

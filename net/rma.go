@@ -345,6 +345,7 @@ func (tc *tconn) rmaStart(f *frame, hdr []byte) (bool, error) {
 		return false, errDetached
 	}
 	st.id, st.pos, st.whole = f.cookie, 0, false
+	tc.lastWrite = st.req.Kind == rma.KindWrite && st.req.Payload > ownRead
 	x := tc.t.rmaTarget.Load()
 	if x == nil {
 		st.code = rma.EOpNotSupp
@@ -426,10 +427,20 @@ func (tc *tconn) readRMADirect() (n int, ok bool, err error) {
 	tc.reservePre(ownRead)
 	tail := tc.pre[len(tc.pre):cap(tc.pre)]
 	if k == left {
-		tail = tail[:hdrSize]
+		// The payload ends in this read: behind it only the next
+		// frame's header and a one-range RMA request header, so that
+		// the next write's payload is read into its region as well.
+		tail = tail[:hdrSize+rma.ReqHeader+rma.IOVSize]
+	} else {
+		// More of this payload follows (past a range's end or
+		// directChunk): it goes into the region with the next read,
+		// not into pre and a copy.
+		tail = tail[:0]
 	}
-	iov := tc.riov[:0]
-	iov = append(iov, iovec(h.Mem[roff:roff+k]), iovec(tail))
+	iov := append(tc.riov[:0], iovec(h.Mem[roff:roff+k]))
+	if len(tail) > 0 {
+		iov = append(iov, iovec(tail))
+	}
 	n, err = readv(tc.fd, iov)
 	clear(tc.riov[:2])
 	h.Release()
@@ -440,6 +451,7 @@ func (tc *tconn) readRMADirect() (n int, ok bool, err error) {
 	tc.pre = tc.pre[:len(tc.pre)+n-int(d)]
 	st.pos += d
 	tc.dec.tookData(d)
+	tc.t.rmaDirect.Add(int64(d))
 	return n, true, nil
 }
 

@@ -220,6 +220,7 @@ type Transport struct {
 	retired      atomic.Int32 // duplicate connections retired (tests)
 	pushes       atomic.Int64 // PUSH frames received (tests)
 	pushDirect   atomic.Int64 // of them, read straight into the engine's buffers (tests)
+	rmaDirect    atomic.Int64 // RMA write payload bytes read straight into regions (tests)
 	arrivedNow   atomic.Int64 // EAGER and RTS frames handed over from inside the decoder (tests)
 	wantRelease  atomic.Bool
 	el           atomic.Pointer[evLoop] // the loop, once a connection opened
