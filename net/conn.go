@@ -82,6 +82,9 @@ type tconn struct {
 	// the loop at the HELLO, read by every writer (a frame queued before
 	// the handshake ended goes unstamped).
 	placed atomic.Bool
+	// placeLoop: both HELLOs said they mark their loop's stamps
+	// (placeLoop), set with placed.
+	placeLoop atomic.Bool
 
 	// under peer.mu
 	ready     bool // handshake done and no write error: writes allowed
@@ -639,6 +642,9 @@ func (tc *tconn) buildHello() {
 	copy(h[28:56], t.name)
 	if id := t.cfg.Host; id != 0 && id != NoHost { // places of same-host peers (place.go)
 		h[24] |= helloPlace
+		if !t.cfg.noLoopStamps {
+			h[24] |= helloPlaceLoop
+		}
 		binary.LittleEndian.PutUint64(h[56:], id)
 	}
 }
@@ -1112,6 +1118,7 @@ func (tc *tconn) handshake(f *frame, src inbound) error {
 			return fmt.Errorf("%w: window %d", errProto, w)
 		}
 		tc.placed.Store(placeOf(t.cfg.Host, h))
+		tc.placeLoop.Store(h[24]&helloPlaceLoop != 0 && !t.cfg.noLoopStamps)
 		if len(key) == 0 {
 			return tc.attach()
 		}
@@ -1189,6 +1196,7 @@ func (tc *tconn) attach() error {
 	if tc.placed.Load() {
 		tc.dec.place = &p.place
 		p.outranks.Store(t.outranks(binary.LittleEndian.Uint32(h[16:]), inst))
+		p.loopStamps.Store(tc.placeLoop.Load())
 		t.addLocal(p)
 	}
 	tc.state = stReady

@@ -41,10 +41,13 @@ type peer struct {
 
 	// Same-host peers (place.go): local (under mu) once listed in
 	// Transport.local; place its last stamp; outranks: it stays rather
-	// than this side when both poll from their applications.
-	local    bool
-	place    atomic.Uint32
-	outranks atomic.Bool
+	// than this side when both poll from their applications; loopStamps:
+	// its HELLO said it marks stamps of its loop's spin (placeLoop), and
+	// it moves off a CPU such a stamp of ours names.
+	local      bool
+	place      atomic.Uint32
+	outranks   atomic.Bool
+	loopStamps atomic.Bool
 }
 
 func newPeer(t *Transport, idx transport.Peer, ap netip.AddrPort) *peer {

@@ -54,17 +54,47 @@ import (
 // stamps (see above); flag bit of the HELLO's byte 24.
 const helloPlace = 1 << 1
 
+// An idle target's loop beside its initiator.
+//
+// The loop's spin (spin.go) serves one-sided requests while the target's
+// application makes no gofi call; the initiator's application polls for
+// the answers. When a wake-up put the two on one CPU (the loop sleeping
+// in epoll_wait is woken by a sync wake-up, which the scheduler places
+// on the waker's CPU when the other one is busy), every request costs
+// both sides' system calls in series and two switches, and on a host
+// that is not quiet nobody moved: 8-byte RMA write and fetch-add, idle
+// target, unbound, 16.0-16.7 us in either placement against 9.5-10.0
+// near and 13.6-13.9 far apart (libfabric's tcp;ofi_rxm 12.3 / 9.5 near,
+// 16.7 / 14.0 far), measured at load 9-16. Moving apart under load
+// loses where both sides poll from their applications (8-byte ping-pong
+// at load 8-10: mean 11.4 us per transfer together against 28 apart):
+// each then shares its CPU with other programs while waiting for the
+// other. An idle target's loop spins only for its window after traffic,
+// so the initiator's Poll moves off a CPU where a stamp says such a loop
+// polls, whatever the pids and the host's load; the loop never moves off
+// such an initiator (it would move too: both would swap CPUs). The
+// loop's stamps say so (placeLoop) once its application has not polled
+// for appIdle (a loop also reads while its application polls, before
+// Poll borrows it), and only to peers whose HELLO has helloPlaceLoop
+// (older peers read a stamp as a CPU number). Alternated with the rule
+// before it (6 rounds, far, load 8-21, median us): fetch-add 16.14 ->
+// 13.59 (libfabric 16.63), RMA write 16.19 -> 13.45 (14.15), read
+// 16.12 -> 14.21 (13.91), lower in 6 of 6 rounds each.
+const helloPlaceLoop = 1 << 2
+
 // Stamp layout in the frame header: bytes 5-6 the CPU + 1 (little-endian;
-// 0: not known), byte 7 zero. As a uint32: the CPU + 1 in the low 16 bits,
-// and placeSeen, which only the receiver sets.
+// 0: not known) with placeLoop in the top bit, byte 7 zero. As a uint32:
+// those 16 bits, and placeSeen, which only the receiver sets.
 const (
 	placeSeen = 1 << 31 // the stamp was looked at since it came
-	placeCPU  = 0xffff
+	placeLoop = 1 << 15 // the writer's polling thread is its loop's spin
+	placeCPU  = placeLoop - 1
 )
 
 const (
 	placeEvery = 16                    // Polls (or spin passes) between looks
 	moveGap    = 10 * time.Millisecond // at most one move per
+	appIdle    = 10 * time.Millisecond // no Poll for this long: the loop's stamps carry placeLoop
 )
 
 // moveEnv is engine.MoveEnv: "off" turns every move off.
@@ -119,15 +149,30 @@ func (tc *tconn) header(b []byte, f *frame) {
 	putHeader(b, f)
 	if tc.placed.Load() {
 		v := tc.t.place.Load()
+		if !tc.placeLoop.Load() {
+			v &^= placeLoop
+		}
 		b[5], b[6] = byte(v), byte(v>>8)
 	}
 }
 
 // notePlace stores where this thread polls and returns the CPU, or -1;
-// nothing when no same-host peer reads it.
-func (t *Transport) notePlace() int {
+// nothing when no same-host peer reads it. loop: the thread is the loop's
+// spin; its stamp carries placeLoop only when the application has not
+// polled for appIdle (a loop that reads while its application polls,
+// before Poll borrows it or while the application's thread waits for a
+// CPU, is no idle target's).
+func (t *Transport) notePlace(loop bool) int {
 	if t.local.Load() == nil {
 		return -1
+	}
+	if loop {
+		now := time.Since(placeEpoch)
+		if t.appPolled.Load() {
+			t.appPolled.Store(false)
+			t.spin.appPoll = now
+		}
+		loop = now-t.spin.appPoll >= appIdle
 	}
 	c := -1
 	if placeCPUs != nil {
@@ -139,6 +184,9 @@ func (t *Transport) notePlace() int {
 		return -1
 	}
 	v := uint32(c + 1)
+	if loop {
+		v |= placeLoop
+	}
 	if t.place.Load() != v {
 		t.place.Store(v)
 	}
@@ -184,24 +232,37 @@ func (t *Transport) outranks(pid uint32, inst uint64) bool {
 	return inst > t.instance
 }
 
-// sharer returns a same-host peer that stays and polls on cpu, by a stamp
-// that came since the last look (marked seen), or nil.
-func (t *Transport) sharer(cpu int) *peer {
+// shared reports whether a same-host peer polls on cpu, by a stamp that
+// came since the last look (marked seen), and this side should move off
+// it; anyLoad: whatever the host's load. poll: this side looks from its
+// application's Poll; marked: from its loop's spin, whose stamps carry
+// placeLoop. A Poll moves off a marked stamp (anyLoad); a marked loop
+// stays beside a peer's Poll, which moves off it (that stamp is left
+// fresh for this side's own Poll); otherwise the side that does not
+// outrank the other moves (see above).
+func (t *Transport) shared(cpu int, poll, marked bool) (move, anyLoad bool) {
 	l := t.local.Load()
 	if l == nil {
-		return nil
+		return false, false
 	}
 	for _, p := range *l {
 		v := p.place.Load()
 		if v&placeSeen != 0 || int(v&placeCPU) != cpu+1 {
 			continue
 		}
+		switch {
+		case marked && v&placeLoop == 0 && p.loopStamps.Load():
+			continue
+		case poll && v&placeLoop != 0:
+			p.place.CompareAndSwap(v, v|placeSeen)
+			return true, true
+		}
 		p.place.CompareAndSwap(v, v|placeSeen)
 		if p.outranks.Load() {
-			return p
+			move = true
 		}
 	}
-	return nil
+	return move, false
 }
 
 // peersApart reports whether every same-host peer's last stamp names a
@@ -238,15 +299,16 @@ func (t *Transport) PeerShares(cpu int) bool {
 	if cpu < 0 || cpu >= placeCPU || moveOff() {
 		return false
 	}
-	return t.sharer(cpu) != nil && hostQuiet()
+	move, anyLoad := t.shared(cpu, true, false)
+	return move && (anyLoad || hostQuiet())
 }
 
 // lookPlace is the polling thread's look at where it and its peers poll
 // (every placeEvery Polls while Poll reads the sockets itself, or passes
 // of the loop's spin): it moves off a CPU that a peer which stays polls
 // on (see above), at most once per moveGap (last: the thread's last move).
-func (t *Transport) lookPlace(last *time.Duration) {
-	c := t.notePlace()
+func (t *Transport) lookPlace(last *time.Duration, loop bool) {
+	c := t.notePlace(loop)
 	if c < 0 || moveOff() {
 		return
 	}
@@ -254,17 +316,18 @@ func (t *Transport) lookPlace(last *time.Duration) {
 	if *last != 0 && now-*last < moveGap {
 		return
 	}
-	if t.sharer(c) == nil {
+	move, anyLoad := t.shared(c, !loop, loop && t.place.Load()&placeLoop != 0)
+	if !move {
 		return
 	}
 	*last = now
-	if !hostQuiet() {
+	if !anyLoad && !hostQuiet() {
 		t.crowded.Add(1)
 		return
 	}
 	if placeMove(c) {
 		t.moves.Add(1)
-		t.notePlace()
+		t.notePlace(loop)
 	}
 }
 

@@ -313,3 +313,110 @@ func TestPeersApart(t *testing.T) {
 		}
 	}
 }
+
+// shared's rules, one stamp each (CPU 3): an application's Poll moves off
+// a marked loop's stamp whatever the pids and the load; a marked loop
+// stays beside a Poll that moves itself (a peer that marks its loop's
+// stamps); otherwise the side that does not outrank the other moves, when
+// the host is quiet. A stamp counts once and only for the CPU it names.
+func TestShared(t *testing.T) {
+	for _, c := range []struct {
+		name                                      string
+		stamp                                     uint32
+		poll, marked, outranks, loopStamps, leave bool
+		move, anyLoad                             bool
+	}{
+		{"PollBesideLoop", 4 | placeLoop, true, false, false, true, false, true, true},
+		{"PollBesideLoopThatOutranks", 4 | placeLoop, true, false, true, true, false, true, true},
+		{"PollBesidePollThatOutranks", 4, true, false, true, true, false, true, false},
+		{"PollBesidePollThatStays", 4, true, false, false, true, false, false, false},
+		{"MarkedLoopBesidePoll", 4, false, true, true, true, true, false, false},
+		{"MarkedLoopBesideOldPeersPoll", 4, false, true, true, false, false, true, false},
+		{"MarkedLoopBesideOldPeerThatStays", 4, false, true, false, false, false, false, false},
+		{"MarkedLoopBesideLoopThatOutranks", 4 | placeLoop, false, true, true, true, false, true, false},
+		{"LoopBesidePollThatOutranks", 4, false, false, true, true, false, true, false},
+		{"LoopBesidePollThatStays", 4, false, false, false, true, false, false, false},
+		{"LoopBesideLoopThatStays", 4 | placeLoop, false, false, false, true, false, false, false},
+		{"Seen", 4 | placeLoop | placeSeen, true, false, true, true, false, false, false},
+		{"OtherCPU", 5 | placeLoop, true, false, true, true, true, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &peer{}
+			p.place.Store(c.stamp)
+			p.outranks.Store(c.outranks)
+			p.loopStamps.Store(c.loopStamps)
+			tr := &Transport{}
+			l := []*peer{p}
+			tr.local.Store(&l)
+			move, anyLoad := tr.shared(3, c.poll, c.marked)
+			if move != c.move || anyLoad != c.anyLoad {
+				t.Fatalf("shared: move %v anyLoad %v, want %v %v", move, anyLoad, c.move, c.anyLoad)
+			}
+			// A stamp of CPU 3 counts once (marked seen), but for one a
+			// marked loop leaves fresh for its application's Poll.
+			if seen := p.place.Load()&placeSeen != 0; seen == c.leave {
+				t.Fatalf("the stamp marked seen: %v, want %v", seen, !c.leave)
+			}
+			if move, _ := tr.shared(3, c.poll, c.marked); move {
+				t.Fatal("a seen stamp counted again")
+			}
+		})
+	}
+}
+
+// An initiator polling for the answers of one-sided requests that an idle
+// target's loop serves (the target never polls) moves off the CPU the
+// loop's stamps name, on a busy host too, and the target does not move;
+// with a peer from before loop stamps (either side) no stamp carries
+// placeLoop and nobody moves on a busy host, as before.
+func TestPlace_InitiatorMovesOffAnIdleTargetsLoop(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		ini, tgt     Config
+		marked, move bool
+	}{
+		{"New", Config{}, Config{}, true, true},
+		{"OldTarget", Config{}, Config{noLoopStamps: true}, false, false},
+		{"OldInitiator", Config{noLoopStamps: true}, Config{}, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			moves := placeHooks(t, 3, false) // one CPU for both; the host busy
+			a := listen(t, c.ini)
+			b := listen(t, c.tgt)
+			rmaTarget(t, b)
+			as := newSink()
+			p, _ := a.Resolve(b.Name())
+			var buf [8]byte
+			deadline := time.Now().Add(20 * time.Second)
+			// Until the initiator moved (its Poll borrows its loop after
+			// a run of empty polls; only then does it look), or 1000.
+			for op := transport.Op(1); op <= 1000 && (!c.move || a.moves.Load() == 0); op++ {
+				req := &transport.RMAReq{Kind: transport.RMAWrite, Local: [][]byte{buf[:]}, Remote: []transport.RMAIOV{{Addr: 8, Len: 8, Key: 7}}}
+				done, code := a.RMA(p, req, op)
+				if code != transport.OK {
+					t.Fatalf("RMA %d: code %d", op, code)
+				}
+				for !done { // a busy-polling initiator, as perftest's
+					if time.Now().After(deadline) {
+						t.Fatalf("RMA %d: timed out", op)
+					}
+					a.Poll(as)
+					_, done = as.sendDone[op]
+				}
+			}
+			pb := localPeer(a) // b as a sees it
+			if pb == nil || pb.place.Load()&placeCPU != 4 {
+				t.Fatal("a has no stamp of b's CPU 3")
+			}
+			if marked := pb.place.Load()&placeLoop != 0; marked != c.marked {
+				t.Fatalf("b's stamp marked as its loop's: %v, want %v", marked, c.marked)
+			}
+			if b.moves.Load() != 0 {
+				t.Fatalf("the idle target moved %d times", b.moves.Load())
+			}
+			if moved := a.moves.Load() != 0 && moves.Load() == a.moves.Load(); moved != c.move {
+				t.Fatalf("initiator moves %d (hook %d), want moving %v", a.moves.Load(), moves.Load(), c.move)
+			}
+		})
+	}
+}

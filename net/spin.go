@@ -80,6 +80,7 @@ type spinner struct {
 	skipped   bool   // a pass left a connection to gnet (bytes in its buffer)
 	conns     []*tconn
 	lastMove  time.Duration // the loop's last move off a peer's CPU (place.go)
+	appPoll   time.Duration // when the loop last saw that Poll ran (notePlace)
 }
 
 // schedYield gives the CPU to another thread of its run queue, if one
@@ -118,7 +119,7 @@ func (t *Transport) loopSpin() {
 	s := &t.spin
 	local := t.local.Load() != nil
 	if local {
-		t.notePlace() // where the loop polls (place.go)
+		t.notePlace(true) // where the loop polls (place.go)
 	}
 	now := time.Now()
 	s.last = now
@@ -132,7 +133,7 @@ func (t *Transport) loopSpin() {
 			return
 		}
 		if local && pass%placeEvery == 0 {
-			t.lookPlace(&s.lastMove) // where the loop and its peers poll (place.go)
+			t.lookPlace(&s.lastMove, true) // where the loop and its peers poll (place.go)
 		}
 		if t.spinPass() {
 			s.hits.Add(1)

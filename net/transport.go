@@ -82,6 +82,10 @@ type Config struct {
 	// GOFI_TCP_USER_TIMEOUT (a Go duration) if set, else off; negative:
 	// off.
 	UserTimeout time.Duration
+
+	// noLoopStamps: the HELLO omits helloPlaceLoop and stamps never carry
+	// placeLoop, as from peers before it (tests).
+	noLoopStamps bool
 }
 
 // NoHost as Config.Host: this transport exchanges no places.
@@ -261,8 +265,11 @@ type Transport struct {
 	lastMove   time.Duration
 	placePolls uint64
 	apart      bool // Poll's goroutine: peersApart at the last look
-	moves      atomic.Int64
-	crowded    atomic.Int64 // moves not made: the host was busy (tests)
+	// appPolled: Poll ran since the loop last noted its place (its
+	// stamps then do not carry placeLoop for a while, notePlace).
+	appPolled atomic.Bool
+	moves     atomic.Int64
+	crowded   atomic.Int64 // moves not made: the host was busy (tests)
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
@@ -333,6 +340,7 @@ func Listen(cfg Config) (*Transport, error) {
 	t.parkW = -1
 	t.spin.max = spinMaxOf(&cfg)
 	t.spin.w = min(spinStart, t.spin.max)
+	t.spin.appPoll = time.Since(placeEpoch) // a new transport's application counts as polling
 	t.spin.conns = make([]*tconn, 0, 8)
 	t.pbufs = newBufList(max(cfg.PushMax, 1), 4)
 	t.qsmall = newBufList(smallBuf, 64)
@@ -564,6 +572,9 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		// goroutine: a new peer's first message waited 4-10 ms.
 		runtime.Gosched()
 	}
+	if !t.appPolled.Load() {
+		t.appPolled.Store(true)
+	}
 	work := false
 	if !t.cfg.LoopOnly && t.parked.Load() {
 		readFirst := false
@@ -593,7 +604,7 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		}
 		if t.local.Load() != nil {
 			if t.placePolls++; t.placePolls%placeEvery == 0 {
-				t.lookPlace(&t.lastMove)
+				t.lookPlace(&t.lastMove, false)
 				t.apart = t.peersApart()
 			}
 		}
