@@ -137,7 +137,7 @@ type CQ struct {
 //     yield (the peer answered while we spun: it runs elsewhere).
 const (
 	idleCheck   = 256
-	sharedCheck = 16
+	sharedCheck = 16 // divides idleCheck (see idleRead)
 )
 
 var (
@@ -170,15 +170,20 @@ func timedYield() time.Duration {
 	return time.Since(idleEpoch) - t
 }
 
-// idleRead notes a read that found nothing, with the lock held, and says
-// what the caller should do once it has unlocked.
+// idleRead looks at a run of reads that found nothing, with the lock
+// held, and says what the caller should do once it has unlocked.
+//
+// The caller has counted the read in empties and calls it only on a
+// multiple of sharedCheck (which divides idleCheck): the other reads of a
+// busy-polling wait, the loop that bounds how soon a message is seen,
+// cost one increment and one test.
 func (cq *CQ) idleRead() (idleAct, int) {
 	check, after := uint32(idleCheck), idleYieldAfter
 	y := time.Duration(cq.yieldNs.Load())
 	if y >= crowdedYield && y <= sharedYieldMax {
 		check, after = sharedCheck, sharedYieldAfter
 	}
-	if cq.empties++; cq.empties%check != 0 {
+	if cq.empties%check != 0 {
 		return idleSpin, 0
 	}
 	now := time.Since(idleEpoch)
@@ -534,7 +539,9 @@ func (cq *CQ) EndRead(n int) (int, Code) {
 	if n == 0 {
 		if cq.head == cq.tail {
 			c = CodeAgain
-			act, cpu = cq.idleRead()
+			if cq.empties++; cq.empties%sharedCheck == 0 {
+				act, cpu = cq.idleRead()
+			}
 		} else if cq.ring[cq.head&cq.mask].Err != 0 {
 			c = CodeAvail
 		}

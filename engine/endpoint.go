@@ -111,7 +111,10 @@ type Endpoint struct {
 	// allocation and a page fault or two: that was paid by the first
 	// idle read of a wait)
 	sharer transport.CPUSharer
-	ser    *Serial
+	// maxEager is tr.MaxEager(), read once (a fixed figure of every
+	// transport): the inject check stays off an interface call.
+	maxEager int
+	ser      *Serial
 
 	msgs *match.Matcher[uint32, uint32] // untagged queue: rx op, ux index
 	tags *match.Matcher[uint32, uint32] // tagged queue
@@ -295,6 +298,7 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 		txFree: make([]uint32, 0, 16), rxFree: make([]uint32, 0, 16)}
 	ep.eager, _ = cfg.Transport.(transport.EagerSender)
 	ep.sharer, _ = cfg.Transport.(transport.CPUSharer)
+	ep.maxEager = cfg.Transport.MaxEager()
 	// Receive slots for the first receives the matcher queues: with
 	// receives held apart (fast) the first ones may come only with the
 	// first rendezvous, and should not allocate then.
@@ -432,7 +436,7 @@ func (ep *Endpoint) sendLocked(a *SendArgs, ctx any) Code {
 		}
 	}
 	inject := a.Flags&FlagInject != 0
-	if inject && n > ep.tr.MaxEager() {
+	if inject && n > ep.maxEager {
 		return CodeMsgSize
 	}
 	if ep.ntx >= ep.cfg.TxSize {

@@ -1740,15 +1740,23 @@ func (t *Transport) drain(p *peer, s transport.Sink) (did bool) {
 
 // sweep drains the inbound rings with a record ready, for Poll with at most
 // directMax peers. One panic-on-fault scope covers the whole sweep.
+//
+// t.cur is the ring being read, and stays set only when a panic leaves
+// the loop: the deferred function calls recover only then (a recover
+// that finds nothing cost every empty Poll a runtime call).
 func (t *Transport) sweep(s transport.Sink) (did bool) {
 	old := debug.SetPanicOnFault(true)
 	defer func() {
 		debug.SetPanicOnFault(old)
+		if t.cur == nil {
+			return
+		}
 		if r := recover(); r != nil {
 			_ = faultError(r)
 			t.ringFault(t.cur, nil)
 			did = true
 		}
+		t.cur = nil
 	}()
 	for _, p := range t.direct {
 		t.cur = p

@@ -113,6 +113,7 @@ type Transport interface {
 	PeerAddr(p Peer) []byte
 
 	// MaxEager is the largest payload Send may copy and complete at once.
+	// It is fixed for the transport's life: the engine reads it once.
 	MaxEager() int
 
 	// Send starts a message. iov is the payload, sum of lengths == hdr.Len;
