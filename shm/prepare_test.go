@@ -16,8 +16,8 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	dir := testDir(t)
 	p := newTPair(t, TransportConfig{})
 	p.a.Prepare(p.ab)
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 2 {
-		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b and a's spare", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 3 {
+		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b and a's two spares", files)
 	}
 	pa := p.a.peers[p.ab]
 	if pa.out == nil || pa.connSlot < 0 {
@@ -27,11 +27,11 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	if pb := p.b.peers[p.ba]; pb.in == nil || pb.out == nil {
 		t.Fatalf("b's Prepare: inbound ring %v, outbound %v; want both", pb.in != nil, pb.out != nil)
 	}
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
-		t.Fatalf("after both Prepares: %d ring files, want 4 (a ring each way, a spare each)", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
+		t.Fatalf("after both Prepares: %d ring files, want 6 (a ring each way, two spares each)", files)
 	}
 	p.a.Prepare(p.ab) // again: nothing more
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
 		t.Fatalf("a second Prepare made a file: %d ring files", files)
 	}
 	p.send(transport.KindMsg, seqMsg(1, 8))
@@ -39,8 +39,8 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	p.a, p.b, p.sa, p.sb, p.ab, p.ba = p.b, p.a, p.sb, p.sa, p.ba, p.ab
 	p.send(transport.KindMsg, seqMsg(2, 8))
 	p.until("pong", func() bool { return p.sb.n == 1 })
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
-		t.Errorf("after the first round trip: %d ring files, want the 4 prepared", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
+		t.Errorf("after the first round trip: %d ring files, want the 6 prepared", files)
 	}
 	if p.a.switches+p.b.switches != 0 {
 		t.Errorf("%d ring switches in an 8-byte round trip", p.a.switches+p.b.switches)
@@ -141,32 +141,52 @@ func TestTransport_UnreadRingToADeadPeerFailsIt(t *testing.T) {
 	}
 }
 
-// The first growth of a ring after Prepare takes the spare segment made
-// then: a 4 KiB message (whose eagerDepth records need a 64 KiB ring)
-// makes no file on its way; the next growth beyond makes one as before.
+// The growths of a ring after Prepare take the spare segments made then,
+// the smallest that covers each: a 4 KiB message (whose eagerDepth
+// records need a 16 KiB ring) takes the small one, a 16 KiB message (64
+// KiB) the large one, and neither makes a file on its way; a growth
+// beyond makes one as before.
 func TestPrepare_FirstGrowthTakesTheSpare(t *testing.T) {
 	testDir(t)
 	p := newTPair(t, TransportConfig{ShrinkAfter: time.Hour})
 	p.a.Prepare(p.ab)
 	p.b.Prepare(p.ba)
-	spare := p.a.spare
-	if spare == nil {
-		t.Fatal("no spare after Prepare")
+	small, spare := p.a.spareSmall, p.a.spare
+	if small == nil || spare == nil {
+		t.Fatal("no spares after Prepare")
 	}
-	p.send(transport.KindMsg, seqMsg(1, 4<<10))
-	p.until("4 KiB message", func() bool { return p.sb.n == 1 })
 	pa := p.a.peers[p.ab]
-	if p.a.spare != nil || pa.seg != spare.seg || pa.out.Cap() != spareCap {
-		t.Fatalf("after the first 4 KiB message: spare kept %v, ring is the spare %v, capacity %d",
-			p.a.spare != nil, pa.seg == spare.seg, pa.out.Cap())
+	for i, c := range []struct {
+		size     int
+		seg      *ringSeg // the ring's segment after the message (nil: a new one)
+		capacity int
+	}{
+		{4 << 10, small, spareSmallCap},
+		{16 << 10, spare, spareCap},
+		{64 << 10, nil, 2 * spareCap}, // eager up to MaxEager only: a 64 KiB window
+	} {
+		if c.size > DefaultMaxEager {
+			// not eager: grow as a full ring does, once the last
+			// switch is done
+			p.until("the replaced ring closed", func() bool { return pa.old == nil })
+			if !p.a.growTo(pa, c.capacity) {
+				t.Fatalf("growth to %d refused", c.capacity)
+			}
+		} else {
+			p.send(transport.KindMsg, seqMsg(i+1, c.size))
+			p.until("message", func() bool { return p.sb.n == i+1 })
+			if !bytes.Equal(p.sb.got[i], seqMsg(i+1, c.size)) {
+				t.Fatalf("%d B: payload changed across the switch", c.size)
+			}
+		}
+		if c.seg != nil && (pa.seg != c.seg.seg || pa.out.Cap() != c.capacity) ||
+			c.seg == nil && (pa.seg == small.seg || pa.seg == spare.seg || pa.out.Cap() != c.capacity) {
+			t.Fatalf("after %d B: ring capacity %d, the small spare %v, the large %v",
+				c.size, pa.out.Cap(), pa.seg == small.seg, pa.seg == spare.seg)
+		}
 	}
-	if !bytes.Equal(p.sb.got[0], seqMsg(1, 4<<10)) {
-		t.Fatal("payload changed across the switch to the spare")
-	}
-	p.send(transport.KindMsg, seqMsg(2, 16<<10)) // needs 256 KiB: a new file
-	p.until("16 KiB message", func() bool { return p.sb.n == 2 })
-	if pa.seg == spare.seg || pa.out.Cap() <= spareCap || !bytes.Equal(p.sb.got[1], seqMsg(2, 16<<10)) {
-		t.Fatalf("16 KiB after the spare: ring capacity %d", pa.out.Cap())
+	if p.a.spareSmall != nil || p.a.spare != nil {
+		t.Error("a spare taken is still kept")
 	}
 }
 
@@ -177,10 +197,12 @@ func TestPrepare_UnusedSpareGoesWhenIdle(t *testing.T) {
 	p := newTPair(t, TransportConfig{ShrinkAfter: 20 * time.Millisecond})
 	p.a.Prepare(p.ab)
 	p.b.Prepare(p.ba)
-	if p.a.spare == nil || p.b.spare == nil {
-		t.Fatal("no spare after Prepare")
+	if p.a.spare == nil || p.b.spare == nil || p.a.spareSmall == nil || p.b.spareSmall == nil {
+		t.Fatal("no spares after Prepare")
 	}
-	p.until("spares closed", func() bool { return p.a.spare == nil && p.b.spare == nil })
+	p.until("spares closed", func() bool {
+		return p.a.spare == nil && p.b.spare == nil && p.a.spareSmall == nil && p.b.spareSmall == nil
+	})
 	if files, n := ringFiles(t, dir, p.a, p.b); files != 2 || n != int64(2*RingSegSize(DefaultMinRingSize)) {
 		t.Errorf("idle prepared pair: %d ring files of %d bytes, want the 2 small rings", files, n)
 	}

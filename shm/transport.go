@@ -168,10 +168,19 @@ const (
 	// that many records of its size fit. The producer rereads the
 	// consumer's head, a line the consumer wrote at its last read, only
 	// when its cached copy says the next record does not fit: in a ring
-	// holding 4 records (a 4 KiB message's 16 KiB ring) that was 2 sends
+	// holding 3 records (a 4 KiB message's 16 KiB ring) that is 2 sends
 	// in 3 even in a ping-pong, each paying a transfer of that line
-	// between the CPUs before publishing; with 8, one send in 7.
-	eagerDepth = 8
+	// between the CPUs before publishing. A longer ring costs more: a
+	// ping-pong cycles through all of its records, each one's lines
+	// cold in both CPUs' caches (BenchmarkCopyPingPongSlots: the copies
+	// of a 4 KiB ping-pong through 3 slots 433-466 ns per half round
+	// trip near, through 32 slots 605-620). With 8 (a 4 KiB message's
+	// ring 64 KiB, 128 KiB from the spare) fi_pingpong's 4 KiB x 10k took
+	// 0.74-0.75 us per transfer near and 2.60-2.62 far, with 2 (16 KiB)
+	// 0.69-0.71 and 2.54-2.56 (pinned, chrt -f 1, alternated; streaming
+	// bandwidth at 1, 4 and 16 KiB unchanged: a window that fills the
+	// ring grows it as before).
+	eagerDepth = 2
 	// preRendezvous: rendezvous messages (each way) a peer's tables and
 	// the transport's free lists hold before they first allocate (a map
 	// made for at most 8 entries allocates at its first insert).
@@ -192,6 +201,11 @@ const (
 	// path cost 0.4-1.1 ms and ~25 system calls on the first message of
 	// such a size (issue 12).
 	spareCap = 128 << 10
+	// spareSmallCap is the capacity of the second ring segment made
+	// ahead, for growths it covers (a 2-4 KiB message's eagerDepth
+	// records): the spare would make such a ring 128 KiB, and the
+	// ping-pong cycle through all of it (see eagerDepth).
+	spareSmallCap = 16 << 10
 )
 
 // Transport is the shm provider's transport.Transport. Its data-path
@@ -266,6 +280,8 @@ type Transport struct {
 	// spare is a ring segment of spareCap made ahead (Prepare) for the
 	// next growth, so that it makes no file on the message path
 	spare *ringSeg
+	// spareSmall: the same, of spareSmallCap, for the growths it covers
+	spareSmall *ringSeg
 	// sendsSeen is when tick last saw sends (or the spare was made)
 	sendsSeen time.Time
 }
@@ -757,12 +773,30 @@ func (t *Transport) Prepare(pi transport.Peer) {
 // there is one, rings never grow that far, or the shm directory is
 // crowded (then growth would fail anyway).
 func (t *Transport) makeSpare() {
-	if t.spare != nil || spareCap > t.cfg.RingSize || spareCap <= t.cfg.MinRingSize || t.crowded() {
-		return
+	for _, sp := range [...]struct {
+		s *(*ringSeg)
+		c int
+	}{{&t.spareSmall, spareSmallCap}, {&t.spare, spareCap}} {
+		if *sp.s != nil || sp.c > t.cfg.RingSize || sp.c <= t.cfg.MinRingSize || t.crowded() {
+			continue
+		}
+		if rs, err := createRingSeg(sp.c); err == nil {
+			*sp.s, t.sendsSeen = rs, time.Now()
+		}
 	}
-	if rs, err := createRingSeg(spareCap); err == nil {
-		t.spare, t.sendsSeen = rs, time.Now()
+}
+
+// takeSpare returns the smallest spare ring segment whose capacity is at
+// least c and more than was (the ring it replaces), and forgets it; nil
+// when none covers c.
+func (t *Transport) takeSpare(c, was int) *ringSeg {
+	for _, s := range [...]*(*ringSeg){&t.spareSmall, &t.spare} {
+		if rs := *s; rs != nil && c > was && c <= rs.r.Cap() && rs.r.Cap() > was {
+			*s = nil
+			return rs
+		}
 	}
+	return nil
 }
 
 // ready makes sure the outbound side to p exists.
@@ -1116,12 +1150,10 @@ func (t *Transport) growTo(p *peer, c int) bool {
 // replace starts writing to a new ring of capacity c for p. With check set
 // it first makes sure the shm directory stays at most 1/growLimit full.
 func (t *Transport) replace(p *peer, c int, check bool) error {
-	var rs *ringSeg
-	if t.spare != nil && c > p.out.Cap() && c <= t.spare.r.Cap() {
-		// A growth the spare covers: no file made now (its space was
-		// taken when it was made).
-		rs, t.spare = t.spare, nil
-	} else {
+	// A growth a spare covers: no file made now (its space was taken
+	// when it was made).
+	rs := t.takeSpare(c, p.out.Cap())
+	if rs == nil {
 		size := RingSegSize(c)
 		if check {
 			if err := roomToGrow(size); err != nil {
@@ -2172,9 +2204,18 @@ func (t *Transport) tick() {
 	// rings do: an idle endpoint keeps only small rings.
 	if busy {
 		t.sendsSeen = now
-	} else if t.spare != nil && now.Sub(t.sendsSeen) >= t.cfg.ShrinkAfter {
-		_ = t.spare.seg.Close()
-		t.spare = nil
+	} else if now.Sub(t.sendsSeen) >= t.cfg.ShrinkAfter {
+		t.closeSpares()
+	}
+}
+
+// closeSpares closes the spare ring segments not taken.
+func (t *Transport) closeSpares() {
+	for _, s := range [...]*(*ringSeg){&t.spareSmall, &t.spare} {
+		if *s != nil {
+			_ = (*s).seg.Close()
+			*s = nil
+		}
 	}
 }
 
@@ -2463,10 +2504,7 @@ func (t *Transport) Close() error {
 		}
 	}
 	t.rmaClose()
-	if t.spare != nil {
-		_ = t.spare.seg.Close()
-		t.spare = nil
-	}
+	t.closeSpares()
 	t.closed = true
 	return t.region.Close()
 }
