@@ -176,7 +176,8 @@ func firstSegmentTryAllocs(t *testing.T) uint64 {
 	p := newRoundPair(t, size)
 	a, b, sa, sb, deadline, round := p.a, p.b, p.sa, p.sb, p.deadline, p.round
 	// Eager messages of 16 KiB grow both rings to eagerDepth of them
-	// (256 KiB), which then carry 32 KiB segments without growing.
+	// (64 KiB; no spare without Prepare), which then carry
+	// 32 KiB segments without growing.
 	for range 3 {
 		round(16 << 10)
 	}
