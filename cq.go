@@ -128,8 +128,9 @@ func (d *Domain) OpenCQ(attr *CQAttr) (*CQ, error) {
 
 // Read reads up to len(entries) completions without blocking. It returns
 // ErrAgain when none is available and ErrAvail when the next completion is
-// an error (read it with ReadErr). Reading drives progress when no
-// completion is queued.
+// an error (read it with ReadErr). Reading drives progress; a read that
+// finds completions queued right after a read that drove it returns them
+// without another pass (never two such reads in a row).
 func (cq *CQ) Read(entries []CQEntry) (int, error) {
 	if cq.closed {
 		return 0, errClosedCQ

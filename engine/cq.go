@@ -76,6 +76,9 @@ type CQ struct {
 	over []Entry
 
 	eps []Progressor
+	// skipped: the last read found completions queued and drove no
+	// progress; the next one does (readProgress).
+	skipped bool
 	// sharers: the bound endpoints that are peerSharers, found at Bind
 	// (a type assertion to an interface builds its itab at its first
 	// call: runtime.getitab's lock, an allocation and a page fault or
@@ -424,17 +427,27 @@ func (cq *CQ) refill() {
 
 // progressLocked drives every bound endpoint once.
 //
-// A read drives progress only when its queue is empty: a completion
-// already queued (progress run for another CQ or an earlier read put it
-// there) is returned at once, and the next read progresses. A progress
-// pass that finds nothing is not free: tcp's Poll reads every socket
-// (EAGAIN) and then yields its CPU, so a ping-pong whose send-completion
-// wait had already taken in the answer paid, on each side and each round
-// trip, an empty read and a yield before its receive completion came
-// back; with both processes on one CPU that yield ran the peer, which
-// found nothing either and yielded back (perf trace of perftest pingpong
-// -p tcp -S 64k: read EAGAIN, sched_yield, two context switches between
-// a message's readv and the writev of its answer).
+// A read that finds completions queued skips its progress pass when the
+// read before it drove one (readProgress): the completions that pass
+// queued (the receive a ping-pong's send-completion wait took in) are
+// returned at once. A progress pass that finds nothing is not free: tcp's
+// Poll reads every socket (EAGAIN) and then yields its CPU, so a
+// ping-pong whose send-completion wait had already taken in the answer
+// paid, on each side and each round trip, an empty read and a yield
+// before its receive completion came back; with both processes on one
+// CPU that yield ran the peer, which found nothing either and yielded
+// back (perf trace of perftest pingpong -p tcp -S 64k: read EAGAIN,
+// sched_yield, two context switches between a message's readv and the
+// writev of its answer).
+//
+// A read never skips twice in a row. Skipping whenever the queue held
+// something starved the endpoints (TestCQ_ReadingOneAtATimeKeepsProgressing):
+// an eager send queues its completion when it is posted, so a loop that
+// sends and reaps one completion per send always found one queued and
+// never took in the messages it received (nor did a CQ that another CQ's
+// progress kept filling); libfabric's util CQ once progressed only when
+// empty and went back to every read for that reason (1eff3d3e2, "prov/
+// util: Always progress when readin from CQ", rxm over tcp).
 func (cq *CQ) progressLocked() bool {
 	did := false
 	for _, p := range cq.eps {
@@ -445,11 +458,11 @@ func (cq *CQ) progressLocked() bool {
 	return did
 }
 
-// Read drives progress when no completion is queued, then copies up to
-// len(dst) successful completions into dst. It returns CodeAgain when
-// there is none and CodeAvail when the next entry is an error entry (read
-// it with ReadErr). Entries are returned in completion order; an error
-// entry stops the batch before it.
+// Read drives progress (unless completions are queued and the read before
+// it did: readProgress), then copies up to len(dst) successful completions
+// into dst. It returns CodeAgain when there is none and CodeAvail when the
+// next entry is an error entry (read it with ReadErr). Entries are
+// returned in completion order; an error entry stops the batch before it.
 func (cq *CQ) Read(dst []Entry) (int, Code) {
 	i := 0
 	return cq.ReadTo(len(dst), func(e *Entry) { dst[i] = *e; i++ })
@@ -461,9 +474,7 @@ func (cq *CQ) Read(dst []Entry) (int, Code) {
 // call back into the CQ; the entry it sees is valid only during the call.
 func (cq *CQ) ReadTo(max int, put func(*Entry)) (int, Code) {
 	cq.lock()
-	if cq.head == cq.tail {
-		cq.progressLocked()
-	}
+	cq.readProgress()
 	n, c := cq.take(max, put)
 	cq.unlock()
 	return n, c
@@ -494,16 +505,26 @@ func (cq *CQ) take(max int, put func(*Entry)) (int, Code) {
 }
 
 // BeginRead starts a read that copies entries out itself: it takes the
-// CQ's lock and drives progress (when nothing is queued). Then Next and
+// CQ's lock and drives progress (as Read: readProgress). Then Next and
 // Pop hand out the successful entries at the head, and EndRead unlocks
 // and says what Read would have returned. It is ReadTo for a caller in
 // another package, whose per-entry work the compiler inlines instead of
 // calling a function value.
 func (cq *CQ) BeginRead() {
 	cq.lock()
-	if cq.head == cq.tail {
-		cq.progressLocked()
+	cq.readProgress()
+}
+
+// readProgress is a read's progress pass, with the lock held: skipped
+// when completions are queued and the read before drove one (see
+// progressLocked).
+func (cq *CQ) readProgress() {
+	if cq.head != cq.tail && !cq.skipped {
+		cq.skipped = true
+		return
 	}
+	cq.skipped = false
+	cq.progressLocked()
 }
 
 // Next returns the entry at the head of the queue, or nil when the queue
