@@ -296,7 +296,7 @@ func NewCQ(size int, ser *Serial) *CQ {
 		ser = NewSerial(false)
 	}
 	cq := &CQ{ser: ser, ring: make([]Entry, n), mask: uint64(n - 1)}
-	faultIn(cq.ring)
+	faultIn(cq.ring[:min(n, faultInMax)])
 	cq.sleep.init()
 	return cq
 }
@@ -309,6 +309,11 @@ func NewCQ(size int, ser *Serial) *CQ {
 // 10 000 round trips, a 2-9 us hole every 39.3 round trips through the
 // first 1024 (26 faults, both processes; getrusage and a per-round-trip
 // dump, issue 12). 1024 stores, once per CQ.
+//
+// Only the first faultInMax entries (1.6 MiB): a CQ may be opened with
+// up to 1<<24 entries (1.7 GiB of ring) as a bound it never reaches, and
+// writing all of it made every such entry resident at once, in each of a
+// node's ranks; beyond the cap a lap's pages fault in as they fill.
 func faultIn(r []Entry) {
 	for i := range r {
 		r[i].Flags = 0
@@ -317,6 +322,9 @@ func faultIn(r []Entry) {
 
 // DefaultCQSize is the CQ size used when the attribute asks for 0.
 const DefaultCQSize = 1024
+
+// faultInMax bounds the entries NewCQ writes in advance (faultIn).
+const faultInMax = 16384
 
 // Size reports the CQ's capacity.
 func (cq *CQ) Size() int { return len(cq.ring) }
