@@ -734,7 +734,10 @@ const collYieldSkips = 64
 // and far: 8-byte allreduce average (median of the rounds) 30.6 ->
 // 11.9 us (lower in 10 of 12), barrier average 32.1 -> 25.3 (6 of 12);
 // p50 higher (barrier 5.1 -> 8-15); 16 MiB allreduce 23.7-139 -> 9.6-11.0
-// ms (3 of 3, near). GOFI_CQ_CROWDED_SLEEP=off keeps the yields.
+// ms (3 of 3, near). 8 ranks (11 rounds, far, load 7.6-8.5) neutral
+// within the noise: barrier 86.9 -> 93.2 us (5 of 11 lower), allreduce
+// 26.8 -> 30.8 (6 of 11), p50 11 -> 11-96. GOFI_CQ_CROWDED_SLEEP=off
+// keeps the yields.
 const (
 	sliceYield = 200 * time.Microsecond
 	crowdedFor = 100 * time.Millisecond
