@@ -811,9 +811,10 @@ func yieldPass(oneP bool) {
 	osYield()
 }
 
-// SetYield makes Sread wait as FI_WAIT_YIELD does: it never sleeps, and
+// SetYield makes Sread wait as FI_WAIT_YIELD does: instead of sleeping it
 // gives the CPU back to the OS scheduler (sched_yield) after every pass
-// that found nothing. That is what pays on a host running more processes
+// that found nothing (but a collective's wait on shared memory sleeps on
+// the transport while the host is crowded: crowdedFor). That is what pays on a host running more processes
 // than it has CPUs, where the process waited for needs this CPU to get
 // there, and a futex wake-up costs more than the wait it ends (it is Open
 // MPI's mpi_yield_when_idle). Safe for concurrent use.
