@@ -396,9 +396,10 @@ func (tc *tconn) rmaChunk(src inbound, n int) error {
 
 // readRMADirect reads the next bytes of the RMA write payload the
 // decoder is inside straight from the socket into the target region (at
-// most directChunk, within one range), and what follows it into pre (only
-// the next header when the payload ends in this read), holding the
-// region for the one non-blocking readv. ok false: the request is being
+// most directChunk, within one range), and, when the payload ends in this
+// read, what follows it into pre (at most the next frame's header and a
+// one-range request header; nothing when more of the payload follows),
+// holding the region for the one non-blocking readv. ok false: the request is being
 // refused or its range is gone; the caller reads into pre instead and
 // rmaChunk discards. Called with pre empty, by the goroutine decoding tc.
 //
