@@ -619,6 +619,53 @@ func TestCQ_ReadSkipsProgressAtMostOnceInARow(t *testing.T) {
 	}
 }
 
+// The ping-pongs 9983775 measured still take one progress pass per round
+// trip, not two: a pushed message's send-completion wait takes in the
+// answer, and the receive wait's read returns it without a pass; an eager
+// send queues its completion when posted, and the read that returns it
+// follows the previous receive wait's progressing read.
+func TestCQ_PingPongProgressesOncePerRoundTrip(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		atPost bool // the send's completion is queued when it is posted
+	}{{"pushed", false}, {"eager", true}} {
+		t.Run(c.name, func(t *testing.T) {
+			cq := NewCQ(16, nil)
+			p := &prog{cq: cq}
+			n := &countProg{}
+			cq.Bind(p, nil)
+			cq.Bind(n, nil)
+			wait := func(want int) {
+				t.Helper()
+				for i := 0; i < 10; i++ {
+					var dst [1]Entry
+					if k, _ := cq.Read(dst[:]); k == 1 {
+						if dst[0].Context != want {
+							t.Fatalf("completion %v, want %d", dst[0].Context, want)
+						}
+						return
+					}
+				}
+				t.Fatalf("completion %d never came", want)
+			}
+			const rounds = 10
+			for r := 0; r < rounds; r++ {
+				if c.atPost {
+					cq.Push(&Entry{Context: 1})
+				} else {
+					p.queue = append(p.queue, 1)
+				}
+				p.queue = append(p.queue, 2) // the answer, there for the next pass
+				wait(1)
+				wait(2)
+			}
+			if passes := n.n.Load(); passes != rounds {
+				t.Fatalf("%d progress passes in %d round trips, want one each", passes, rounds)
+			}
+		})
+	}
+}
+
 // peerShares asks the endpoints bound when it is called, each once, and
 // no longer one that was unbound.
 func TestCQ_PeerSharesFollowsBindings(t *testing.T) {
