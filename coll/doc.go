@@ -87,8 +87,8 @@
 //
 // coll imports engine, transport (and its optional Poker, to wake ranks
 // asleep in Sread), dtype, dtype/kernel and shm (segments for the
-// node-local regions), and golang.org/x/sys/unix (getcpu, for the CPU
-// word of region.go); nothing in gofi but the root package imports coll.
+// node-local regions), internal/getcpu (the CPU word of region.go) and
+// golang.org/x/sys/unix; nothing in gofi but the root package imports coll.
 // It carries no compatibility promise: only the root package fi is
 // public.
 package coll

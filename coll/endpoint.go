@@ -7,11 +7,9 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gofi-dev/fi/engine"
+	"github.com/gofi-dev/fi/internal/getcpu"
 	"github.com/gofi-dev/fi/transport"
 )
 
@@ -449,11 +447,11 @@ func (e *Endpoint) CollPeersElsewhere() bool {
 	if r == nil || r.mem == nil || !g.sh.waiting || g.failed != 0 || g.closed {
 		return false
 	}
-	var cpu uint32
-	if _, _, errno := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&cpu)), 0, 0); errno != 0 {
+	cpu := getcpu.Current()
+	if cpu < 0 {
 		return false
 	}
-	return r.othersElsewhere(int(cpu))
+	return r.othersElsewhere(cpu)
 }
 
 // CollShmWait reports whether a shared-memory step waits, or one ended

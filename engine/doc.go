@@ -6,7 +6,8 @@
 //
 // # Imports
 //
-// engine imports match and transport (and the standard library); the
+// engine imports match and transport, internal/getcpu (where a reader
+// polls, for the move off a peer's CPU) and the standard library; the
 // providers' glue in the root package, package coll and package link
 // import it. It imports no transport implementation.
 package engine

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"syscall"
 	"unsafe"
+
+	"github.com/gofi-dev/fi/internal/getcpu"
 )
 
 // Moving a busy-polling reader off the CPU its peer polls on.
@@ -52,18 +54,13 @@ func (m *cpuMask) has(cpu int) bool {
 	return cpu >= 0 && cpu < 1024 && m[cpu/64]&(1<<(cpu%64)) != 0
 }
 
-// curCPU returns the CPU the thread runs on (getcpu(2)), or -1 (also
-// when moving is off, so that nobody asks the transports).
+// curCPU returns the CPU the thread runs on (internal/getcpu), or -1
+// (also when moving is off, so that nobody asks the transports).
 func curCPU() int {
-	nr := sysGetcpu
-	if nr < 0 || moveOff() {
+	if moveOff() {
 		return -1
 	}
-	var c uint32
-	if _, _, e := syscall.RawSyscall(uintptr(nr), uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
-		return -1
-	}
-	return int(c)
+	return getcpu.Current()
 }
 
 // setAffinity sets the calling thread's CPU mask.

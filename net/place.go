@@ -8,8 +8,8 @@ import (
 	"runtime"
 	"sync"
 	"time"
-	"unsafe"
 
+	"github.com/gofi-dev/fi/internal/getcpu"
 	"golang.org/x/sys/unix"
 )
 
@@ -132,13 +132,8 @@ func hostIDOf(b []byte) uint64 {
 }
 
 // getCPU returns the CPU the calling thread runs on, or -1.
-func getCPU() int {
-	var c uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
-		return -1
-	}
-	return int(c)
-}
+// (internal/getcpu: RDPID or RDTSCP where the CPU has them, else getcpu(2)).
+func getCPU() int { return getcpu.Current() }
 
 // placeCPUs is where tests say the polling thread runs (nil: getCPU).
 var placeCPUs func() int

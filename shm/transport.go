@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/gofi-dev/fi/internal/getcpu"
 	"github.com/gofi-dev/fi/ring"
 	"github.com/gofi-dev/fi/transport"
 	"golang.org/x/sys/unix"
@@ -2518,13 +2519,14 @@ const placeNoteMin = 256 << 10
 // notePlace writes the CPU this thread polls on into our region (its CPU
 // word, see the layout; stored only when it changed: senders read that
 // line on every send) and notes where the peers with a larger pid poll,
-// from theirs. Poll calls it every 256 polls: a getcpu system call and a
-// load per peer.
+// from theirs. Poll calls it every 256 polls: a read of the CPU (internal/getcpu: RDPID
+// or RDTSCP, else a getcpu system call) and a load per peer.
 func (t *Transport) notePlace() {
-	var c uint32
-	if _, _, e := unix.RawSyscall(unix.SYS_GETCPU, uintptr(unsafe.Pointer(&c)), 0, 0); e != 0 {
+	cpu := getcpu.Current()
+	if cpu < 0 {
 		return
 	}
+	c := uint32(cpu)
 	if w := t.region.cpuWord(); w.Load() != c+1 {
 		w.Store(c + 1)
 	}

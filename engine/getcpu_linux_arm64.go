@@ -1,4 +1,0 @@
-package engine
-
-// sysGetcpu is getcpu(2)'s number.
-const sysGetcpu = 168
