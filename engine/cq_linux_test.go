@@ -22,22 +22,6 @@ func TestNewCQ_FaultsItsRingIn(t *testing.T) {
 	}
 }
 
-// A CQ opened with a large size (a bound it may never reach) has only its
-// first faultInMax entries written in advance: the rest of its ring stays
-// untouched until completions fill it, as a fresh allocation does.
-func TestNewCQ_FaultsInOnlyItsFirstEntries(t *testing.T) {
-	const size = 1 << 18 // 26 MiB of ring
-	cq := NewCQ(size, nil)
-	if missing, pages := ringResidency(t, cq.ring[:faultInMax]); missing != 0 {
-		t.Errorf("%d of the first %d pages not resident", missing, pages)
-	}
-	// A fresh 26 MiB allocation comes from the OS untouched; allow for
-	// part of it being reused (zeroed, so resident) heap.
-	if missing, pages := ringResidency(t, cq.ring[faultInMax:]); missing < pages/2 {
-		t.Errorf("%d of the %d pages past the first %d entries resident", pages-missing, pages, faultInMax)
-	}
-}
-
 // ringResidency reports how many of the whole pages r spans are not
 // resident (mincore(2)), and how many there are.
 func ringResidency(t *testing.T, r []Entry) (missing, pages int) {
