@@ -251,3 +251,38 @@ func FuzzReadConn_RMAWrites(f *testing.F) {
 		}
 	})
 }
+
+// rmaHeadLeft says how many request-header bytes the decoder still needs
+// inside an RMA frame: a one-range header's rest while the range count is
+// unknown, the header's rest once it is, 0 outside a request header or
+// when the range count is bad (the decoder then fails the frame).
+func TestDecoder_RMAHeadLeft(t *testing.T) {
+	oneRange := rma.ReqHeader + rma.IOVSize
+	for _, c := range []struct {
+		name string
+		have bool
+		op   uint8
+		body bool
+		rn   int
+		niov byte
+		want int
+	}{
+		{"no frame", false, opRMA, false, 0, 1, 0},
+		{"not RMA", true, opData, false, 0, 1, 0},
+		{"in the payload", true, opRMA, true, 4, 1, 0},
+		{"count unknown", true, opRMA, false, 0, 0, oneRange},
+		{"one range, count read", true, opRMA, false, 4, 1, oneRange - 4},
+		{"three ranges, count read", true, opRMA, false, 4, 3, rma.ReqHeader + 3*rma.IOVSize - 4},
+		{"most ranges", true, opRMA, false, 4, rma.MaxIOV, rma.MaxReqHeader - 4},
+		{"header read", true, opRMA, false, oneRange, 1, 0},
+		{"zero ranges", true, opRMA, false, 4, 0, 0},
+		{"too many ranges", true, opRMA, false, 4, rma.MaxIOV + 1, 0},
+	} {
+		var d decoder
+		d.have, d.f.op, d.rmaBody, d.rn = c.have, c.op, c.body, c.rn
+		d.rh[3] = c.niov
+		if got := d.rmaHeadLeft(); got != c.want {
+			t.Errorf("%s: rmaHeadLeft %d, want %d", c.name, got, c.want)
+		}
+	}
+}
