@@ -41,7 +41,8 @@ import (
 // new ring segment into the old ring: the receiver reads the old ring up to
 // it, opens the new segment and reads on there, so order is kept; the sender
 // writes into the new ring at once and closes the old one when the receiver
-// has read it all. A ring grows only while the shm directory stays at most a
+// has read it all. A ring with no room for the switch record is not
+// replaced (see replace): the receiver alone must find every record sent. A ring grows only while the shm directory stays at most a
 // quarter full (growLimit): a job that fills its tmpfs keeps small rings
 // rather than starve the peers still connecting. A payload of at most
 // MaxEager bytes that no longer fits the ring then travels by rendezvous
@@ -260,7 +261,7 @@ type Transport struct {
 	busyN       atomic.Int32                // len(busy), for Wait (which may run concurrently)
 	bounces     int                         // bounce buffers handed out
 	switches    int                         // rings replaced (grown or shrunk), for tests
-	switchWaits int                         // switch records that waited for room, for tests
+	switchFails int                         // replacements declined: no room for the switch record, for tests
 	spin        atomic.Int32                // SpinBudget
 	spinEnv     int                         // GOFI_SHM_SPIN, or -1
 	envRanks    int                         // local ranks a launcher announced, or 0
@@ -305,13 +306,10 @@ type peer struct {
 	out     *ring.Ring
 	outWant *atomic.Uint32 // the trailer word of seg
 	eager   int            // largest eager payload the current ring takes
-	// a ring being replaced: written up to a switch record (or waiting
-	// for room for it), closed once the receiver has read it all
+	// a ring being replaced: written up to its switch record, closed
+	// once the receiver has read it all
 	old       *ring.Ring
 	oldSeg    *Segment
-	oldWant   *atomic.Uint32
-	switchTo  string    // the new segment's name while the switch record waits
-	switchLen int       // and its size
 	sends     uint32    // Send calls, for idle detection
 	seenSends uint32    // sends at the last housekeeping
 	active    time.Time // last housekeeping that saw sends
@@ -899,7 +897,7 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	if c := t.ready(p); c != 0 {
 		return false, c
 	}
-	if len(p.ctrl) > 0 || len(p.streams) > 0 || p.switchTo != "" {
+	if len(p.ctrl) > 0 || len(p.streams) > 0 {
 		t.flush(p) // keep control traffic ahead of new messages
 	}
 	p.sends++
@@ -941,7 +939,7 @@ func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]
 	p := t.peers[pi]
 	n := int(hdr.Len)
 	if p.out == nil || p.dead || p.failSend || p.connSlot >= 0 || n > p.eager ||
-		len(p.ctrl) > 0 || len(p.streams) > 0 || p.switchTo != "" {
+		len(p.ctrl) > 0 || len(p.streams) > 0 {
 		return false, 0
 	}
 	if eagerDepth*(msgHdrLen+n+2*ring.RecordHeader) > p.out.Cap() && p.out.Cap() < t.cfg.RingSize {
@@ -1142,17 +1140,49 @@ func (t *Transport) growTo(p *peer, c int) bool {
 		return false
 	}
 	if err := t.replace(p, c, true); err != nil {
-		p.growAfter = now.Add(growBackoff)
+		if err != errSwitchFull { // the receiver makes room: try again then
+			p.growAfter = now.Add(growBackoff)
+		}
 		return false
 	}
 	return true
 }
 
+// errSwitchFull: the ring to be replaced has no room for the switch record.
+var errSwitchFull = errors.New("shm: no room for the switch record")
+
 // replace starts writing to a new ring of capacity c for p. With check set
 // it first makes sure the shm directory stays at most 1/growLimit full.
+//
+// The switch record goes into the old ring before anything goes into the
+// new one, and when it does not fit now the ring is not replaced
+// (errSwitchFull: the caller finds the ring full, as when it cannot grow,
+// and waits for the receiver to make room). The receiver finds the new
+// ring only through that record. Records written there while it waited
+// for room in the old ring (an eager message that found the ring full, a
+// stream's segments after the growth at CTS or in mid-stream) reached the
+// receiver only after the sender's next progress once the receiver had
+// made room: a send so completed, and a sender that then progressed no
+// more (busy with other work, waiting elsewhere, exited), left the
+// receiver waiting for good (92ecf81 and before;
+// TestTransport_GrowthNeedsNoSenderProgressAfterCompletion; helper shm8's
+// 64 KiB hang with the receiver's release of drained space deferred was
+// this: the ring full one round earlier). So no record written depends on
+// the sender's later progress, whenever the receiver releases space.
 func (t *Transport) replace(p *peer, c int, check bool) error {
+	// Room for the longest name first: nothing is made for a ring that
+	// cannot be replaced yet.
+	b, err := p.out.Reserve(16 + MaxNameLen)
+	if err != nil {
+		if err == ring.ErrFull {
+			t.switchFails++
+			return errSwitchFull
+		}
+		return err
+	}
 	// A growth a spare covers: no file made now (its space was taken
-	// when it was made).
+	// when it was made). A failure below leaves the reservation to be
+	// dropped by the next one.
 	rs := t.takeSpare(c, p.out.Cap())
 	if rs == nil {
 		size := RingSegSize(c)
@@ -1161,17 +1191,22 @@ func (t *Transport) replace(p *peer, c int, check bool) error {
 				return err
 			}
 		}
-		var err error
 		if rs, err = createRingSeg(c); err != nil {
 			return err
 		}
 	}
+	name := rs.seg.Name()
+	binary.LittleEndian.PutUint64(b, uint64(rs.seg.Size()))
+	binary.LittleEndian.PutUint32(b[8:], uint32(len(name)))
+	binary.LittleEndian.PutUint32(b[12:], 0)
+	copy(b[16:], name)
+	_ = p.out.Commit(recSwitch, 16+len(name))
+	p.out.Publish()
 	t.switches++
-	p.old, p.oldSeg, p.oldWant = p.out, p.seg, p.outWant
-	p.switchTo, p.switchLen = rs.seg.Name(), rs.seg.Size()
+	p.old, p.oldSeg = p.out, p.seg
 	t.setOut(p, rs)
-	t.writeSwitch(p)
-	t.markBusy(p) // to close the old ring once read, or write the switch
+	t.kick(p)
+	t.markBusy(p) // to close the old ring once read
 	return nil
 }
 
@@ -1190,40 +1225,6 @@ func roomToGrow(size int) error {
 			ErrNoSpace, dir, size, growLimit, used, total)
 	}
 	return nil
-}
-
-// writeSwitch writes the pending switch record into the old ring, or, if
-// the ring is full, asks the receiver to nudge us when it has made room.
-func (t *Transport) writeSwitch(p *peer) {
-	if p.switchTo == "" {
-		return
-	}
-	size := 16 + len(p.switchTo)
-	for try := 0; try < 2; try++ {
-		b, err := p.old.Reserve(size)
-		if err == nil {
-			binary.LittleEndian.PutUint64(b, uint64(p.switchLen))
-			binary.LittleEndian.PutUint32(b[8:], uint32(len(p.switchTo)))
-			binary.LittleEndian.PutUint32(b[12:], 0)
-			copy(b[16:], p.switchTo)
-			_ = p.old.Commit(recSwitch, size)
-			p.old.Publish()
-			p.switchTo = ""
-			t.kick(p)
-			return
-		}
-		if err != ring.ErrFull {
-			t.fail(p, transport.EIO)
-			return
-		}
-		// Say we wait, then look once more: the receiver may have made
-		// room between our look and our word (it reads the word after
-		// releasing).
-		if try == 0 {
-			t.switchWaits++
-		}
-		p.oldWant.Store(1)
-	}
 }
 
 func ringCode(err error) transport.Code {
@@ -1481,7 +1482,6 @@ func (t *Transport) flush(p *peer) {
 	if p.out == nil || p.dead {
 		return
 	}
-	t.writeSwitch(p)
 	if t.flushOnce(p) {
 		return
 	}
@@ -1938,6 +1938,12 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 	for k := 0; k < pollBudget; k++ {
 		// The common end of a drain: everything published was consumed.
 		// Empty is one load of the next header word and the release.
+		// When the release comes decides only when the sender finds the
+		// ring full, not what arrives: every record the sender wrote is
+		// found by reading this ring on (replace never leaves one behind
+		// a switch record still to be written). A later release must
+		// still come before the nudge of a sender waiting for room
+		// (inWant) and when the ring is found empty.
 		if k > 0 && in.Empty() {
 			return did, nil
 		}
@@ -2119,16 +2125,16 @@ func (t *Transport) progressBusy() bool {
 				t.fail(p, c)
 			}
 		}
-		if len(p.ctrl) > 0 || len(p.streams) > 0 || p.switchTo != "" {
+		if len(p.ctrl) > 0 || len(p.streams) > 0 {
 			before := len(p.ctrl) + len(p.streams)
 			t.flush(p)
 			did = did || len(p.ctrl)+len(p.streams) != before
 		}
-		if p.old != nil && p.switchTo == "" && p.old.Free() == p.old.Cap()-ring.RecordHeader {
+		if p.old != nil && p.old.Free() == p.old.Cap()-ring.RecordHeader {
 			// The receiver read the old ring up to the switch record and
 			// maps the new one: the old file can go.
 			_ = p.oldSeg.Close()
-			p.old, p.oldSeg, p.oldWant = nil, nil, nil
+			p.old, p.oldSeg = nil, nil
 			did = true
 		}
 		// The liveness of a peer that owes us nothing but the answer to
@@ -2290,7 +2296,7 @@ func (t *Transport) closeOut(p *peer) {
 		_ = p.region.Close()
 	}
 	p.seg, p.region, p.out, p.outWant, p.rbits, p.rpoll, p.connSlot = nil, nil, nil, nil, nil, nil, -1
-	p.old, p.oldSeg, p.oldWant, p.switchTo, p.eager = nil, nil, nil, "", 0
+	p.old, p.oldSeg, p.eager = nil, nil, 0
 }
 
 // anyWork is the doorbell condition: inbound bits, a new connection, or a

@@ -305,7 +305,7 @@ func switchUnderFullRing(t *testing.T, cfg TransportConfig) {
 	if p.a.switches < 3 {
 		t.Errorf("only %d ring switches: the test did not exercise them", p.a.switches)
 	}
-	t.Logf("%d ring switches, %d waited for room", p.a.switches, p.a.switchWaits)
+	t.Logf("%d ring switches, %d declined for want of room for the switch record", p.a.switches, p.a.switchFails)
 }
 
 // With the directory over a quarter full rings stay small: payloads above
