@@ -250,14 +250,20 @@ func (t *Transport) splitDone(p *peer, s transport.Sink, cookie uint64, status u
 	code := transport.Code(0)
 	switch {
 	case f.err == nil:
-		t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
+		if !t.ackFetch(p, ctrl{typ: recACK, cookie: cookie, op: f.op, got: f.n}) {
+			t.putFetch(f) // completes when the ACK is written
+			return nil
+		}
 	case errors.Is(f.err, ErrPeerGone):
 		p.failSend, p.err = true, transport.EConnReset
 		p.since = time.Now().Add(-2 * t.cfg.PeerTimeout)
 		t.markBusy(p)
 		code = transport.EConnReset
 	default:
-		t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie, status: 2})
+		if !t.ackFetch(p, ctrl{typ: recACK, cookie: cookie, status: 2, op: f.op, got: f.n, code: transport.EIO}) {
+			t.putFetch(f)
+			return nil
+		}
 		code = transport.EIO
 	}
 	if s != nil {

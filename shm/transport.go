@@ -389,6 +389,12 @@ type ctrl struct {
 	status uint32
 	// recCTW only: the part asked for and where it goes
 	off, n, addr uint64
+	// owed: a recACK whose fetch completes (FetchDone(op, got, code))
+	// when it is written (ackFetch)
+	owed bool
+	code transport.Code
+	op   transport.Op
+	got  int
 }
 
 // NewTransport creates this endpoint's region and returns its transport.
@@ -1299,7 +1305,9 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 				sc.note(false, explore, time.Since(start))
 			}
 			t.dropRTS(p, cookie)
-			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie})
+			if !t.ackFetch(p, ctrl{typ: recACK, cookie: cookie, op: op, got: n}) {
+				return false, 0, 0 // completes when the ACK is written
+			}
 			return true, n, 0
 		}
 		if errors.Is(err, ErrPeerGone) {
@@ -1314,7 +1322,9 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 		}
 		if !errors.Is(err, ErrPeerDenied) {
 			t.dropRTS(p, cookie)
-			t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie, status: 2})
+			if !t.ackFetch(p, ctrl{typ: recACK, cookie: cookie, status: 2, op: op, code: transport.EIO}) {
+				return false, 0, 0
+			}
 			return true, 0, transport.EIO
 		}
 		// The kernel refuses single copy with this peer (another user
@@ -1469,11 +1479,39 @@ func (t *Transport) sendCtrl(p *peer, c ctrl) transport.Code {
 			t.markBusy(p)
 			return 0
 		}
-		p.ctrl = p.ctrl[:0] // the peer is gone: nobody to tell
+		t.dropCtrl(p) // the peer is gone: nobody to tell
 		return code
 	}
 	t.flush(p)
 	return 0
+}
+
+// ackFetch sends a fetch's ACK (c, owed unset) and reports whether the
+// fetch is complete. When the ACK has to wait (for room in our ring to p,
+// or for our connection) the fetch completes when it is written
+// (flushOnce: FetchDone(c.op, c.got, c.code)): the application then keeps
+// progressing us until it is. A receive reported complete with its ACK
+// still queued left the sender's send waiting on progress of ours that an
+// application done with its receives need not make
+// (TestTransport_ReceiveCompletesOnlyWithItsACKWritten).
+func (t *Transport) ackFetch(p *peer, c ctrl) bool {
+	t.sendCtrl(p, c)
+	if k := len(p.ctrl) - 1; k >= 0 && p.ctrl[k].typ == recACK && p.ctrl[k].cookie == c.cookie {
+		p.ctrl[k].owed = true
+		return false
+	}
+	return true // written, or dropped (the peer is gone)
+}
+
+// dropCtrl drops p's queued control records, completing the fetches
+// whose ACKs they were (their data was read: nobody is left to tell).
+func (t *Transport) dropCtrl(p *peer) {
+	for _, c := range p.ctrl {
+		if c.owed && t.sink != nil {
+			t.sink.FetchDone(c.op, c.got, c.code)
+		}
+	}
+	p.ctrl = p.ctrl[:0]
 }
 
 // flush writes queued control records and streams segments while the ring
@@ -1524,6 +1562,9 @@ func (t *Transport) flushOnce(p *peer) bool {
 		_ = p.out.Commit(c.typ, size)
 		sent++
 		wrote = true
+		if c.owed && t.sink != nil { // published below, in this call
+			t.sink.FetchDone(c.op, c.got, c.code)
+		}
 	}
 	if sent > 0 { // keep the array: control records must not allocate
 		p.ctrl = p.ctrl[:copy(p.ctrl, p.ctrl[sent:])]
@@ -2121,7 +2162,7 @@ func (t *Transport) progressBusy() bool {
 			// Control records wait for a connection the receiver's full
 			// queue refused so far.
 			if c := t.ready(p); c != 0 && c != transport.EAgain {
-				p.ctrl = p.ctrl[:0]
+				t.dropCtrl(p)
 				t.fail(p, c)
 			}
 		}
@@ -2272,6 +2313,7 @@ func (t *Transport) fail(p *peer, c transport.Code) {
 			s.FetchDone(f.op, f.n, c)
 		}
 	}
+	t.dropCtrl(p)
 	p.ctrl = nil
 	t.rmaFail(p, c)
 	t.closeOut(p)
@@ -2502,6 +2544,7 @@ func (t *Transport) Close() error {
 				s.FetchDone(f.op, f.n, transport.ECanceled)
 			}
 		}
+		t.dropCtrl(p) // fetches read whose ACKs did not go out complete
 		t.closeOut(p)
 		if p.inSeg != nil {
 			_ = p.inSeg.Close()
