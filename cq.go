@@ -23,11 +23,9 @@ const (
 
 // WaitObj is the wait object a CQ blocks on in Sread (enum fi_wait_obj).
 // gofi sleeps on the provider's doorbell (a futex for shm, the event
-// loop's hand-off for tcp) for every wait object but two: WaitYield
-// yields the CPU between polls instead (as FI_WAIT_YIELD says; only a
-// collective's wait on shared memory sleeps on the provider while the
-// host is crowded, GOFI_CQ_CROWDED_SLEEP=off: never), and WaitNone opens
-// a CQ that may not be waited on.
+// loop's hand-off for tcp) for every wait object but two: WaitYield never
+// sleeps (Sread yields the CPU between polls, as FI_WAIT_YIELD says), and
+// WaitNone opens a CQ that may not be waited on.
 type WaitObj int
 
 // Wait objects, numbered as libfabric's enum fi_wait_obj.
@@ -144,13 +142,10 @@ func (cq *CQ) Read(entries []CQEntry) (int, error) {
 // arrives, timeout passes (ErrAgain) or Signal is called (ErrAgain). A
 // negative timeout waits forever. It spins briefly, then sleeps on the
 // provider's doorbell, always in bounded slices so a dead peer cannot
-// hold it past its timeout. On a CQ opened with WaitYield it gives the
-// CPU back to the OS scheduler (sched_yield) after every pass that found
-// nothing instead of sleeping, which is what pays when a host runs more
-// ranks than it has CPUs (Open MPI's yield_when_idle); only a
-// collective's wait on shared memory sleeps on the provider, for a spell
-// after a yield that took another program's time slice (a crowded host;
-// GOFI_CQ_CROWDED_SLEEP=off keeps yielding).
+// hold it past its timeout. On a CQ opened with WaitYield it never sleeps:
+// it gives the CPU back to the OS scheduler (sched_yield) after every pass
+// that found nothing, which is what pays when a host runs more ranks than
+// it has CPUs (Open MPI's yield_when_idle).
 func (cq *CQ) Sread(entries []CQEntry, timeout time.Duration) (int, error) {
 	if cq.closed {
 		return 0, errClosedCQ

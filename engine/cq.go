@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -102,9 +101,6 @@ type CQ struct {
 	// yieldNs is how long the last idle yield took, written after it
 	// outside the lock (atomic: a concurrent reader may hold the lock).
 	yieldNs atomic.Int64
-	// crowdedAt is when (since idleEpoch) a yield of Sread's yield mode
-	// last took sliceYield or more (another program's slice), 0 never.
-	crowdedAt atomic.Int64
 }
 
 // A busy-polling reader (Read in a loop, as fi_pingpong polls) that has
@@ -663,20 +659,7 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 				continue
 			}
 			skipped = 0
-			if cq.crowdedNow() && cq.collShmWaiting() {
-				// See sliceYield: sleep until a rank rings.
-				d := maxSleep
-				if timeout >= 0 {
-					d = min(d, time.Until(deadline))
-				}
-				if d > 0 {
-					cq.wait(d)
-				}
-				continue
-			}
-			if y := sreadYield(); y >= sliceYield && !crowdedSleepOff {
-				cq.crowdedAt.Store(int64(time.Since(idleEpoch)))
-			}
+			osYield()
 			continue
 		}
 		if i == 0 {
@@ -718,64 +701,6 @@ func (cq *CQ) SreadTo(max int, put func(*Entry), timeout time.Duration) (int, Co
 // strictly, notes/coll6.md).
 const collYieldSkips = 64
 
-// A collective's wait in Sread's yield mode (4 or 8 ranks on 2 CPUs)
-// yields so that a rank on the same CPU runs at once. On a crowded host
-// a yield also hands the CPU to other programs, and a rank that yields
-// keeps its whole share of the CPU busy while it waits: under EEVDF its
-// group then waits behind the others' slices when the rank it waits for
-// has arrived (calls of 50-440 ms at load 21, the average 60-410 us
-// against a p50 of 5). So once a yield took sliceYield or more (a
-// program's time slice, not a rank's turn), the waits of the next
-// crowdedFor sleep on the transport instead, as Sread's sleeping mode
-// does (the last rank to arrive rings the sleepers, coll/lean.go), while
-// a collective waits on shared memory (CollShmWait); a later slow yield
-// extends the spell. 4 ranks on 2 CPUs (perftest coll -n 4, yield wait),
-// binaries with and without alternated, 12 rounds at load 8.2-9.7, near
-// and far: 8-byte allreduce average (median of the rounds) 30.6 ->
-// 11.9 us (lower in 10 of 12), barrier average 32.1 -> 25.3 (6 of 12);
-// p50 higher (barrier 5.1 -> 8-15); 16 MiB allreduce 23.7-139 -> 9.6-11.0
-// ms (3 of 3, near). 8 ranks (11 rounds, far, load 7.6-8.5) neutral
-// within the noise: barrier 86.9 -> 93.2 us (5 of 11 lower), allreduce
-// 26.8 -> 30.8 (6 of 11), p50 11 -> 11-96. GOFI_CQ_CROWDED_SLEEP=off
-// keeps the yields.
-const (
-	sliceYield = 200 * time.Microsecond
-	crowdedFor = 100 * time.Millisecond
-)
-
-var (
-	crowdedSleepOff = os.Getenv("GOFI_CQ_CROWDED_SLEEP") == "off"
-	sreadYield      = timedYield // tests say how long a yield took
-)
-
-// crowdedNow reports whether a yield of Sread's yield mode took
-// sliceYield or more within crowdedFor.
-func (cq *CQ) crowdedNow() bool {
-	at := cq.crowdedAt.Load()
-	return at != 0 && time.Since(idleEpoch)-time.Duration(at) < crowdedFor
-}
-
-// shmWaiter is a bound endpoint whose collective may wait on shared
-// memory (Endpoint; tests).
-type shmWaiter interface{ collShmWait() bool }
-
-// collShmWait reports whether the endpoint's collective waits on shared
-// memory (CollSink.CollShmWait).
-func (ep *Endpoint) collShmWait() bool { return ep.coll != nil && ep.coll.CollShmWait() }
-
-// collShmWaiting reports whether a bound endpoint's collective waits on
-// shared memory.
-func (cq *CQ) collShmWaiting() bool {
-	cq.lock()
-	defer cq.unlock()
-	for _, p := range cq.eps {
-		if w, ok := p.(shmWaiter); ok && w.collShmWait() {
-			return true
-		}
-	}
-	return false
-}
-
 // collElsewhere reports whether every endpoint bound to cq has a
 // collective that waits only for ranks on other CPUs
 // (CollSink.CollPeersElsewhere).
@@ -811,10 +736,9 @@ func yieldPass(oneP bool) {
 	osYield()
 }
 
-// SetYield makes Sread wait as FI_WAIT_YIELD does: instead of sleeping it
+// SetYield makes Sread wait as FI_WAIT_YIELD does: it never sleeps, and
 // gives the CPU back to the OS scheduler (sched_yield) after every pass
-// that found nothing (but a collective's wait on shared memory sleeps on
-// the transport while the host is crowded: crowdedFor). That is what pays on a host running more processes
+// that found nothing. That is what pays on a host running more processes
 // than it has CPUs, where the process waited for needs this CPU to get
 // there, and a futex wake-up costs more than the wait it ends (it is Open
 // MPI's mpi_yield_when_idle). Safe for concurrent use.
