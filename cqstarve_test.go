@@ -18,16 +18,7 @@ func TestCQ_ReadingOneAtATimeKeepsProgressing(t *testing.T) {
 			shmTestDir(t)
 			a := openE2E(t, prov, Msg|Tagged)
 			b := openE2E(t, prov, Msg|Tagged)
-			nameA, _ := a.ep.Name()
-			nameB, _ := b.ep.Name()
-			toB, err := a.av.Insert([][]byte{nameB}, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			toA, err := b.av.Insert([][]byte{nameA}, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
+			toB, toA := crossInsert(t, a, b)
 			deadline := time.Now().Add(20 * time.Second)
 			var e [1]CQEntry
 			// b keeps a receive posted for a's stream and drains its CQ.
@@ -59,7 +50,7 @@ func TestCQ_ReadingOneAtATimeKeepsProgressing(t *testing.T) {
 			}
 			for sent, got := false, false; !got; {
 				if !sent {
-					err := b.ep.TSend(make([]byte, 8), toA[0], 2, "warm-tx")
+					err := b.ep.TSend(make([]byte, 8), toA, 2, "warm-tx")
 					if err != nil && !errors.Is(err, ErrAgain) {
 						t.Fatal(err)
 					}
@@ -81,7 +72,7 @@ func TestCQ_ReadingOneAtATimeKeepsProgressing(t *testing.T) {
 				t.Fatal(err)
 			}
 			for err := error(ErrAgain); errors.Is(err, ErrAgain); {
-				if err = b.ep.TSend(make([]byte, 8), toA[0], 7, "stop-tx"); err != nil && !errors.Is(err, ErrAgain) {
+				if err = b.ep.TSend(make([]byte, 8), toA, 7, "stop-tx"); err != nil && !errors.Is(err, ErrAgain) {
 					t.Fatal(err)
 				}
 				drainB()
@@ -89,7 +80,7 @@ func TestCQ_ReadingOneAtATimeKeepsProgressing(t *testing.T) {
 			msg := make([]byte, 8)
 			sends := 0
 			for {
-				if err := a.ep.TSend(msg, toB[0], 1, "tx"); err == nil {
+				if err := a.ep.TSend(msg, toB, 1, "tx"); err == nil {
 					sends++
 				} else if !errors.Is(err, ErrAgain) {
 					t.Fatal(err)

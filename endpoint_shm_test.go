@@ -25,6 +25,23 @@ func openE2E(t *testing.T, prov string, caps Flags) *shmNode {
 	return openE2EWait(t, prov, caps, WaitNone)
 }
 
+// crossInsert inserts each node's name into the other's AV and returns
+// the address of b in a's AV and of a in b's.
+func crossInsert(t *testing.T, a, b *shmNode) (toB, toA Addr) {
+	t.Helper()
+	nameA, _ := a.ep.Name()
+	nameB, _ := b.ep.Name()
+	ab, err := a.av.Insert([][]byte{nameB}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ba, err := b.av.Insert([][]byte{nameA}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ab[0], ba[0]
+}
+
 // openE2EWait is openE2E with the CQ's wait object chosen.
 func openE2EWait(t *testing.T, prov string, caps Flags, wait WaitObj) *shmNode {
 	t.Helper()

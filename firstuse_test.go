@@ -26,17 +26,8 @@ func pingPongNodes(t *testing.T, prov string) (a, b *shmNode, ab, ba Addr) {
 	}
 	a = openE2E(t, prov, Msg|Tagged)
 	b = openE2E(t, prov, Msg|Tagged)
-	nameA, _ := a.ep.Name()
-	nameB, _ := b.ep.Name()
-	to, err := a.av.Insert([][]byte{nameB}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	back, err := b.av.Insert([][]byte{nameA}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return a, b, to[0], back[0]
+	ab, ba = crossInsert(t, a, b)
+	return a, b, ab, ba
 }
 
 // pingPong returns a function doing one round trip of size bytes a -> b

@@ -29,23 +29,14 @@ const sreadRounds = 3 // per size, each way
 func sreadDrivenPeers(t *testing.T, prov string) {
 	a := openE2EWait(t, prov, Msg|Tagged|Source, WaitUnspec)
 	b := openE2EWait(t, prov, Msg|Tagged|Source, WaitUnspec)
-	nameA, _ := a.ep.Name()
-	nameB, _ := b.ep.Name()
-	toB, err := a.av.Insert([][]byte{nameB}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	toA, err := b.av.Insert([][]byte{nameA}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	toB, toA := crossInsert(t, a, b)
 	deadline := time.Now().Add(2 * time.Minute)
 	if d, ok := t.Deadline(); ok && d.Add(-10*time.Second).Before(deadline) {
 		deadline = d.Add(-10 * time.Second)
 	}
 	errs := make(chan error, 2)
-	go func() { errs <- sreadPlayer(a, toB[0], true, deadline) }()
-	go func() { errs <- sreadPlayer(b, toA[0], false, deadline) }()
+	go func() { errs <- sreadPlayer(a, toB, true, deadline) }()
+	go func() { errs <- sreadPlayer(b, toA, false, deadline) }()
 	for range 2 {
 		if err := <-errs; err != nil {
 			t.Error(err)
