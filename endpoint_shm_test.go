@@ -99,23 +99,14 @@ func TestTCPEndToEndInProcess(t *testing.T) { endToEnd(t, "tcp") }
 func endToEnd(t *testing.T, prov string) {
 	a := openE2E(t, prov, Msg|Tagged|Source)
 	b := openE2E(t, prov, Msg|Tagged|Source)
-	nameB, _ := b.ep.Name()
-	nameA, _ := a.ep.Name()
-	toB, err := a.av.Insert([][]byte{nameB}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fromA, err := b.av.Insert([][]byte{nameA}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	toB, fromA := crossInsert(t, a, b)
 	for _, size := range []int{0, 8, 4096, 100000, 1 << 20} {
 		msg := bytes.Repeat([]byte{byte(size)}, size)
 		buf := make([]byte, size)
 		if err := b.ep.TRecv(buf, AddrUnspec, 42, 0, "rx"); err != nil {
 			t.Fatal(err)
 		}
-		if err := a.ep.TSend(msg, toB[0], 42, "tx"); err != nil {
+		if err := a.ep.TSend(msg, toB, 42, "tx"); err != nil {
 			t.Fatal(err)
 		}
 		var e [1]CQEntry
@@ -129,7 +120,7 @@ func endToEnd(t *testing.T, prov string) {
 			}
 			if n, err := b.cq.Read(e[:]); n == 1 {
 				gotRx = true
-				if e[0].Context != "rx" || e[0].Len != size || e[0].Tag != 42 || e[0].Src != fromA[0] {
+				if e[0].Context != "rx" || e[0].Len != size || e[0].Tag != 42 || e[0].Src != fromA {
 					t.Fatalf("size %d: completion %+v", size, e[0])
 				}
 			} else if !errors.Is(err, ErrAgain) {

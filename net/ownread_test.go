@@ -109,12 +109,7 @@ func TestFrame_CreditKeepsThePushExpectation(t *testing.T) {
 // and left the room behind it unfilled: Poll then hands the completion
 // over without another read (which would only say EAGAIN).
 func TestReadDirect_DrainedWhenThePayloadEndsTheSocket(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
+	fds := socketPair(t)
 	tr := &Transport{}
 	p := &peer{t: tr, peerWindow: 1 << 40}
 	const size = 4096
@@ -152,12 +147,7 @@ func TestReadDirect_DrainedWhenThePayloadEndsTheSocket(t *testing.T) {
 // come through pre and a copy (they did: each write after the first
 // started with a 64 KiB read into pre).
 func TestReadRMADirect_BackToBackWrites(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fds[0])
-	defer unix.Close(fds[1])
+	fds := socketPair(t)
 	if err := unix.SetNonblock(fds[1], false); err != nil {
 		t.Fatal(err)
 	}
@@ -216,4 +206,16 @@ func TestReadRMADirect_BackToBackWrites(t *testing.T) {
 	if !bytes.Equal(mem, want) {
 		t.Fatal("the region does not hold what was written")
 	}
+}
+
+// socketPair returns a connected non-blocking AF_UNIX stream pair, closed
+// when the test (or fuzz input) ends.
+func socketPair(t *testing.T) [2]int {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fds[0]); unix.Close(fds[1]) })
+	return fds
 }

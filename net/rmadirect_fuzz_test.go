@@ -174,12 +174,7 @@ func FuzzReadConn_RMAWrites(f *testing.F) {
 		}
 		var frozen []byte
 
-		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Close(fds[0])
-		defer unix.Close(fds[1])
+		fds := socketPair(t)
 		tr := &Transport{}
 		tr.rmaTarget.Store(&rma.Target{Table: tab})
 		p := &peer{t: tr, peerWindow: 1 << 40}
