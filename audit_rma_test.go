@@ -323,8 +323,10 @@ func TestRMA_CloseRacesAccessAllocMR(t *testing.T) {
 			key := mr.Key()
 			src := pattern(size, 3)
 			closed := make(chan struct{})
+			var closeStart time.Time
 			for i := 0; ; i++ {
 				if i == 8 {
+					closeStart = time.Now()
 					go func() {
 						if err := mr.Close(); err != nil {
 							t.Error(err)
@@ -341,8 +343,8 @@ func TestRMA_CloseRacesAccessAllocMR(t *testing.T) {
 				select {
 				case <-closed:
 				default:
-					if i > 10000 {
-						t.Fatal("MR.Close did not return")
+					if i >= 8 && time.Since(closeStart) > closeWait {
+						t.Fatalf("MR.Close did not return within %v while writes streamed", closeWait)
 					}
 					continue
 				}

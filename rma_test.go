@@ -742,6 +742,13 @@ func TestRMA_AllocMR(t *testing.T) {
 	}
 }
 
+// closeWait bounds how long the close-race tests let writes stream while
+// MR.Close runs on another goroutine. A deadline, not a count of writes:
+// refused writes take a few microseconds each, and on a busy host the
+// closing goroutine can sit descheduled for far longer than ten thousand
+// of them (CI failed so on 8888a9a).
+const closeWait = 60 * time.Second
+
 // TestRMA_CloseRacesAccess: MR.Close while writes stream into the region:
 // each write completes or fails with ErrAccess, and once Close has
 // returned no byte of the region changes.
@@ -759,9 +766,11 @@ func TestRMA_CloseRacesAccess(t *testing.T) {
 			}
 			src := pattern(1<<20, 1)
 			closed := make(chan struct{})
+			var closeStart time.Time
 			var after []byte
 			for i := 0; ; i++ {
 				if i == 8 {
+					closeStart = time.Now()
 					go func() {
 						if err := mr.Close(); err != nil {
 							t.Error(err)
@@ -780,8 +789,8 @@ func TestRMA_CloseRacesAccess(t *testing.T) {
 				select {
 				case <-closed:
 				default:
-					if i > 10000 {
-						t.Fatal("MR.Close did not return")
+					if i >= 8 && time.Since(closeStart) > closeWait {
+						t.Fatalf("MR.Close did not return within %v while writes streamed", closeWait)
 					}
 					continue
 				}

@@ -159,7 +159,7 @@ func TestTable_DeregisterWaitsForHolders(t *testing.T) {
 		t.Fatalf("Acquire while closing: %d, want EAccess", c)
 	}
 	h.Release()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !done.Load() && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
