@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -126,3 +127,87 @@ type testCntr struct{ ok, bad atomic.Int64 }
 
 func (c *testCntr) Add(n uint64)    { c.ok.Add(int64(n)) }
 func (c *testCntr) AddErr(n uint64) { c.bad.Add(int64(n)) }
+
+// TestEndpointOverShm_InjectThatBouncesCountsWhenDelivered: an inject of
+// at most MaxEager bytes that the shm ring cannot take inline (a crowded
+// directory: rings stay at 4 KiB) goes by rendezvous from the
+// transport's bounce copy. Its buffer is free when Send returns, the
+// payload arrives intact also without single copy (the sender streams
+// it after CTS), the send counter counts it once the transport reports
+// it done (it holds a transmit slot until then), and no send completion
+// is written. Root only (a small tmpfs).
+func TestEndpointOverShm_InjectThatBouncesCountsWhenDelivered(t *testing.T) {
+	crowdShmDir(t)
+	old := makeTransports
+	defer func() { makeTransports = old }()
+	makeTransports = func(t *testing.T, maxEager int) (*hub, transport.Transport, transport.Transport) {
+		mk := func() transport.Transport {
+			tr, err := shm.NewTransport(shm.TransportConfig{MaxEager: maxEager, NoCMA: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tr
+		}
+		return nil, mk(), mk()
+	}
+	cnt := &testCntr{}
+	p := newPair(t, 16<<10, func(c *Config) { c.SendCntr = cnt })
+	p.warm(t)
+	base := cnt.ok.Load()
+	const n, size = 5, 8 << 10
+	bufs := make([][]byte, n)
+	for i := range n {
+		bufs[i] = make([]byte, size)
+		if c := recv(p.b, anySrc, transport.KindTagged, 9, 0, bufs[i], i); c != 0 {
+			t.Fatal(c)
+		}
+	}
+	payload := make([]byte, size)
+	held := 0
+	for i := range n {
+		for j := range payload {
+			payload[j] = byte(i + j)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			c := p.a.Send(&SendArgs{Buf: payload, Dest: addrB, Kind: transport.KindTagged, Tag: 9, Flags: FlagInject}, nil)
+			if c == 0 {
+				break
+			}
+			if c != CodeAgain || time.Now().After(deadline) {
+				t.Fatalf("inject %d: %v", i, c)
+			}
+			drain(p.ca)
+		}
+		if p.a.ntx > 0 {
+			held++ // bounced: done only once streamed
+		}
+		clear(payload) // the inject's buffer is the caller's again
+	}
+	if held == 0 {
+		t.Fatal("no inject held a transmit slot: none bounced, the test missed its case")
+	}
+	ok, errs := drain(p.cb, n)
+	if len(ok) != n || len(errs) != 0 {
+		t.Fatalf("%d receives, errors %v", len(ok), errs)
+	}
+	for i, b := range bufs {
+		for j := range b {
+			if b[j] != byte(i+j) {
+				t.Fatalf("inject %d arrived garbled at byte %d", i, j)
+			}
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for cnt.ok.Load()-base < n || p.a.ntx > 0 {
+		if ok, errs := drain(p.ca); len(ok)+len(errs) > 0 {
+			t.Fatalf("inject wrote completions: %v %v", ok, errs)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("send counter %d of %d, %d transmit slots held", cnt.ok.Load()-base, n, p.a.ntx)
+		}
+	}
+	if cnt.bad.Load() != 0 {
+		t.Fatalf("%d send errors counted", cnt.bad.Load())
+	}
+}

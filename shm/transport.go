@@ -46,8 +46,10 @@ import (
 // quarter full (growLimit): a job that fills its tmpfs keeps small rings
 // rather than starve the peers still connecting. A payload of at most
 // MaxEager bytes that no longer fits the ring then travels by rendezvous
-// from a copy the transport keeps (a bounce buffer), so Send still completes
-// at once.
+// from a copy the transport keeps (a bounce buffer): the caller's buffer is
+// free when Send returns (inject), but the send completes, like any
+// rendezvous send, only on the receiver's ACK or with its last segment
+// (see sendBounce).
 //
 // Protocols by size:
 //   - eager (at most MaxEager bytes): the payload rides in the record;
@@ -351,7 +353,7 @@ type held struct {
 	op     transport.Op
 	iov    [][]byte
 	n      int
-	bounce []byte    // the transport's copy, when the send completed at once
+	bounce []byte    // the transport's copy of a payload of at most MaxEager
 	one    [1][]byte // iov storage for a bounce send
 }
 
@@ -1018,7 +1020,15 @@ func fillEager(b []byte, hdr *transport.Header, iov [][]byte, head int) {
 
 // sendBounce sends a payload of at most MaxEager bytes that the ring cannot
 // take inline (it is small and cannot grow): the payload is copied into a
-// bounce buffer, announced by rendezvous, and the send completes now.
+// bounce buffer and announced by rendezvous. The caller's buffers are free
+// at once (the engine's inject relies on it), but the send completes
+// (SendDone) only on the receiver's ACK or with its last segment, as any
+// rendezvous send: a receiver that cannot read the copy by single copy
+// (no CMA, another user namespace, ptrace restrictions, or segments
+// picked as faster) answers CTS and needs this side to stream it. Up to
+// 2a64eb8 the send completed here, and a sender that progressed no more
+// after its completion left such a message undelivered for good
+// (TestTransport_BounceSendNeedsNoSenderProgressAfterCompletion).
 func (t *Transport) sendBounce(p *peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
 	var b []byte
 	if k := len(t.bounceFree); k > 0 {
@@ -1045,8 +1055,8 @@ func (t *Transport) putBounce(b []byte) {
 	t.bounceFree = append(t.bounceFree, b[:cap(b)])
 }
 
-// sendRTS announces a rendezvous payload: iov, or the bounce buffer b (the
-// send then completes at once).
+// sendRTS announces a rendezvous payload: iov, or the bounce buffer b.
+// The send is held until the receiver's ACK or its last segment.
 func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op transport.Op, bounce []byte) (bool, transport.Code) {
 	if len(iov) > maxRTSIOV {
 		return false, transport.EInval
@@ -1099,15 +1109,16 @@ func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op tra
 	p.held[cookie] = h
 	t.markBusy(p)
 	t.kick(p)
-	return bounce != nil, 0
+	return false, 0
 }
 
-// sendDone completes a held send: through the sink, or, for a bounce send
-// (completed when it was posted), by taking the buffer back.
+// sendDone completes a held send through the sink, taking a bounce send's
+// buffer back.
 func (t *Transport) sendDone(s transport.Sink, h *held, c transport.Code) {
 	if h.bounce != nil {
 		t.putBounce(h.bounce)
-	} else if s != nil {
+	}
+	if s != nil {
 		s.SendDone(h.op, c)
 	}
 	t.putHeld(h)
@@ -2414,7 +2425,8 @@ const lingerMax = 2 * time.Second
 
 // linger waits (bounded by lingerMax, and only for live receivers) until
 // every receiver we announced a ring to has accepted it, has followed
-// every ring switch, and has taken every bounce-sent payload. Eager sends
+// every ring switch, and has taken every bounce-sent payload (an inject
+// that bounced has only a counter to say it went). Eager sends
 // complete as soon as their record is in the ring, but the receiver maps
 // the ring only when it accepts the connection request (or reads the
 // switch record); unlinking the ring before that would lose messages
@@ -2526,12 +2538,11 @@ func (t *Transport) Close() error {
 	for _, p := range t.peers {
 		for cookie, h := range p.held {
 			delete(p.held, cookie)
-			if h.bounce != nil { // completed at Send: park the copy
+			if h.bounce != nil { // the receiver may still read it: park the copy
 				parked.Lock()
 				parked.bufs = append(parked.bufs, h.bounce)
 				parked.Unlock()
-				t.putHeld(h)
-				continue
+				h.bounce = nil
 			}
 			t.sendDone(s, h, transport.ECanceled)
 		}
