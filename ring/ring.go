@@ -347,6 +347,13 @@ func (r *Ring) Free() int {
 	return int(r.capacity - RecordHeader - (r.p.tail - h))
 }
 
+// TailAligned reports whether the producer's next record starts at a
+// multiple of boundary (a power of two) bytes into the data area. A
+// producer method.
+func (r *Ring) TailAligned(boundary int) bool {
+	return r.p.tail&uint64(boundary-1) == 0
+}
+
 // ---- consumer ----
 
 // Peek returns the next record's type and payload without consuming it.

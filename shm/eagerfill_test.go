@@ -46,19 +46,27 @@ func TestFillEager_SameRecordForEverySplit(t *testing.T) {
 				hl = eagerHdrMax
 			}
 			for _, iov := range iovs {
-				for head := 0; head <= 56; head += 8 {
-					b := bytes.Repeat([]byte{0xee}, hl+n)
-					fillEager(b, &h, iov, head)
-					got, off, ok := getEagerHdr(b)
-					if !ok || off != hl {
-						t.Fatalf("n %d data %v head %d: header decodes ok=%v at %d, want %d", n, data != 0, head, ok, off, hl)
+				for _, slot := range []bool{false, true} {
+					hl := hl
+					if slot {
+						hl += 8
 					}
-					got.Len = h.Len
-					if got != h {
-						t.Fatalf("n %d head %d: header %+v, want %+v", n, head, got, h)
-					}
-					if !bytes.Equal(b[hl:], pay) {
-						t.Fatalf("n %d data %v iov %d head %d: payload differs", n, data != 0, len(iov), head)
+					for head := 0; head <= 56; head += 8 {
+						b := bytes.Repeat([]byte{0xee}, hl+n)
+						fillEager(b, &h, iov, head, slot)
+						if slot {
+							b = append(b, 0xdd, 0xdd, 0xdd) // the rest of the slot
+						}
+						got, off, ok := getEagerHdr(b)
+						if !ok || off != hl {
+							t.Fatalf("n %d data %v slot %v head %d: header decodes ok=%v at %d, want %d", n, data != 0, slot, head, ok, off, hl)
+						}
+						if got != h {
+							t.Fatalf("n %d slot %v head %d: header %+v, want %+v", n, slot, head, got, h)
+						}
+						if !bytes.Equal(b[hl:hl+n], pay) {
+							t.Fatalf("n %d data %v iov %d slot %v head %d: payload differs", n, data != 0, len(iov), slot, head)
+						}
 					}
 				}
 			}

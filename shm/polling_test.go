@@ -163,22 +163,37 @@ func FuzzEagerHdr(f *testing.F) {
 	f.Add([]byte{byte(transport.KindTagged), 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 'h', 'i'})
 	f.Add([]byte{byte(transport.KindMsg), transport.FlagRemoteData, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0, 0, 2, 0})
+	// a slot record: 3 bytes of payload, 2 more of the slot
+	f.Add([]byte{byte(transport.KindMsg), 0, 0, 1, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, n, ok := getEagerHdr(b)
 		if !ok {
 			return
 		}
-		if n != eagerHdrMin && n != eagerHdrMax || n > len(b) || h.Len != uint64(len(b)-n) {
-			t.Fatalf("header length %d, Len %d for a %d-byte record", n, h.Len, len(b))
+		slot := b[3] == 1 // a slot record: the length word follows
+		base := n
+		if slot {
+			base -= 8
 		}
-		var out [eagerHdrMax]byte
-		m := putEagerHdr(out[:], &h)
-		if h.Data != 0 && m != eagerHdrMax || h.Data == 0 && m != eagerHdrMin {
-			t.Fatalf("put wrote %d bytes for data %#x", m, h.Data)
+		if base != eagerHdrMin && base != eagerHdrMax || n > len(b) || h.Len > uint64(len(b)-n) || !slot && h.Len != uint64(len(b)-n) {
+			t.Fatalf("header length %d (slot %v), Len %d for a %d-byte record", n, slot, h.Len, len(b))
 		}
+		var out [eagerHdrMax + 8]byte
+		m := putEagerHdr(out[:], &h, slot)
+		if want := eagerHdrMin + 8*btoi(h.Data != 0) + 8*btoi(slot); m != want {
+			t.Fatalf("put wrote %d bytes for data %#x slot %v, want %d", m, h.Data, slot, want)
+		}
+		// the payload, and for a slot record the rest of the slot
 		g, k, ok := getEagerHdr(append(out[:m:m], b[n:]...))
 		if !ok || k != m || g != h {
 			t.Fatalf("round trip: %+v (%d, %v), want %+v", g, k, ok, h)
 		}
 	})
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package shm
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gofi-dev/fi/ring"
 	"github.com/gofi-dev/fi/transport"
 	"golang.org/x/sys/unix"
 )
@@ -491,4 +493,47 @@ func TestTransport_EagerRingHoldsEagerDepthRecords(t *testing.T) {
 		t.Fatalf("after a 4 KiB message the ring holds %d bytes, want at least %d", c, want)
 	}
 	p.until("both messages", func() bool { return p.sb.n == 2 })
+}
+
+// An eager payload from eagerSlotMin on, sent while the receiver keeps
+// up, takes a whole slot of a two-slot ring (reserveEager): every record
+// starts a slot, so a ping-pong's records alternate between two places;
+// a burst the receiver does not keep up with packs its records as before;
+// every payload arrives whole and in order either way.
+func TestTransport_EagerRecordsAlternateTwoSlots(t *testing.T) {
+	for _, n := range []int{eagerSlotMin, 3000, 4096, 8192} {
+		p := newTPair(t, TransportConfig{})
+		var want [][]byte
+		send := func() {
+			m := seqMsg(len(want), n)
+			want = append(want, m)
+			p.send(transport.KindMsg, m)
+		}
+		send()
+		p.until("the first message", func() bool { return p.sb.n == 1 })
+		slot := 1 << bits.Len(uint(ring.RecordHeader+eagerHdrMin+8+n-1))
+		out := p.a.peers[p.ab].out
+		if out.Cap() != 2*slot {
+			t.Fatalf("%d B: ring of %d bytes, want two %d-byte slots", n, out.Cap(), slot)
+		}
+		for i := 0; i < 20; i++ {
+			if !out.TailAligned(slot) {
+				t.Fatalf("%d B: record %d did not fill its slot", n, len(want)-1)
+			}
+			send()
+			p.until("the message", func() bool { return p.sb.n == len(want) })
+		}
+		for range 5 { // a burst, then the ring is drained
+			send()
+		}
+		p.until("the burst", func() bool { return p.sb.n == len(want) })
+		if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
+			t.Fatalf("%d B: errors %v %v", n, p.sa.errs, p.sb.errs)
+		}
+		for i, m := range want {
+			if !bytes.Equal(p.sb.got[i], m) {
+				t.Fatalf("%d B: message %d differs", n, i)
+			}
+		}
+	}
 }
