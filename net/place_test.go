@@ -83,7 +83,7 @@ func placeHooks(t *testing.T, cpu int, quiet bool) *atomic.Int64 {
 		t.Skip("no boot id: no host identity")
 	}
 	var moves atomic.Int64
-	placeCPUs = func() int { return cpu }
+	placeCPUs = func(*Transport) int { return cpu }
 	placeMove = func(c int) bool {
 		if c == cpu {
 			moves.Add(1)
@@ -91,7 +91,7 @@ func placeHooks(t *testing.T, cpu int, quiet bool) *atomic.Int64 {
 		return true
 	}
 	placeQuiet = func() bool { return quiet }
-	t.Cleanup(func() { placeCPUs, placeMove, placeQuiet = nil, moveAway, nil })
+	t.Cleanup(func() { placeCPUs, placeMove, placeJoin, placeQuiet = nil, moveAway, moveTo, nil })
 	return &moves
 }
 
@@ -99,10 +99,16 @@ func placeHooks(t *testing.T, cpu int, quiet bool) *atomic.Int64 {
 // polling (their loops borrowed).
 func pingPong(t *testing.T, a, b *Transport, n int) {
 	t.Helper()
+	pingPongSize(t, a, b, n, 8)
+}
+
+// pingPongSize is pingPong with messages of size bytes.
+func pingPongSize(t *testing.T, a, b *Transport, n, size int) {
+	t.Helper()
 	as, bs := newSink(), newSink()
 	pa, _ := a.Resolve(b.Name())
 	pb, _ := b.Resolve(a.Name())
-	h := &transport.Header{Kind: transport.KindMsg, Len: 8}
+	h := &transport.Header{Kind: transport.KindMsg, Len: uint64(size)}
 	deadline := time.Now().Add(20 * time.Second)
 	wait := func(s *fakeSink, i int) {
 		for len(s.arrivals) < i {
@@ -112,13 +118,20 @@ func pingPong(t *testing.T, a, b *Transport, n int) {
 			a.Poll(as)
 			b.Poll(bs)
 		}
+		if ar := s.arrivals[i-1]; ar.eager == nil { // pushed: drop its payload
+			rx := a
+			if s == bs {
+				rx = b
+			}
+			rx.Discard(ar.peer, ar.cookie)
+		}
 	}
 	for i := 1; i <= n; i++ {
-		if _, c := a.Send(pa, h, [][]byte{pattern(8, byte(i))}, transport.Op(i)); c != transport.OK {
+		if _, c := a.Send(pa, h, [][]byte{pattern(size, byte(i))}, transport.Op(i)); c != transport.OK {
 			t.Fatalf("Send %d: %d", i, c)
 		}
 		wait(bs, i)
-		if _, c := b.Send(pb, h, [][]byte{pattern(8, byte(i))}, transport.Op(i)); c != transport.OK {
+		if _, c := b.Send(pb, h, [][]byte{pattern(size, byte(i))}, transport.Op(i)); c != transport.OK {
 			t.Fatalf("Send back %d: %d", i, c)
 		}
 		wait(as, i)
@@ -418,5 +431,138 @@ func TestPlace_InitiatorMovesOffAnIdleTargetsLoop(t *testing.T) {
 				t.Fatalf("initiator moves %d (hook %d), want moving %v", a.moves.Load(), moves.Load(), c.move)
 			}
 		})
+	}
+}
+
+// While large messages flow, the side that would move off a shared CPU
+// joins the CPU the other's stamps name instead, and the other stays;
+// small messages between the same two CPUs move nobody (they are apart
+// already). On one CPU large traffic moves nobody apart, on a quiet host
+// too.
+func TestPlace_LargeTrafficJoinsThePeersCPU(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		size       int
+		cpuA, cpuB int
+		join       bool
+	}{
+		{"LargeApart", 64 << 10, 2, 3, true},
+		{"SmallApart", 8, 2, 3, false},
+		{"LargeTogether", 64 << 10, 3, 3, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			placeHooks(t, 3, true)
+			var first atomic.Pointer[Transport]
+			placeCPUs = func(tr *Transport) int {
+				if tr == first.Load() {
+					return c.cpuA
+				}
+				return c.cpuB
+			}
+			var joinTo atomic.Int64
+			joinTo.Store(-1)
+			placeJoin = func(cpu, to int) bool {
+				joinTo.Store(int64(to))
+				return true
+			}
+			a := listen(t, Config{})
+			first.Store(a)
+			b := listen(t, Config{})
+			pingPongSize(t, a, b, 100, c.size)
+			pa, pb := localPeer(b), localPeer(a)
+			if pa == nil || pb == nil {
+				t.Fatal("same-host peers not listed")
+			}
+			stays, mover, to := a, b, c.cpuA
+			if pb.outranks.Load() {
+				stays, mover, to = b, a, c.cpuB
+			}
+			if stays.joins.Load() != 0 || a.moves.Load()+b.moves.Load() != 0 {
+				t.Fatalf("the side that stays joined %d times; moves apart %d, %d", stays.joins.Load(), a.moves.Load(), b.moves.Load())
+			}
+			if joined := mover.joins.Load() != 0; joined != c.join {
+				t.Fatalf("the other side joined %d times, want joining %v", mover.joins.Load(), c.join)
+			}
+			if c.join && joinTo.Load() != int64(to) {
+				t.Fatalf("joined CPU %d, want the staying side's %d", joinTo.Load(), to)
+			}
+		})
+	}
+}
+
+// joinable names the CPU of a fresh stamp of another CPU whose peer
+// stays (it outranks this side, or it is an idle target's loop and this
+// side polls), and marks the stamps it looked at seen.
+func TestJoinable(t *testing.T) {
+	for _, c := range []struct {
+		name           string
+		stamp          uint32
+		poll, outranks bool
+		want           int
+	}{
+		{"PollThatStays", 5, true, true, 4},
+		{"PollThatMoves", 5, true, false, -1},
+		{"LoopOfIdleTarget", 5 | placeLoop, true, false, 4},
+		{"LoopFromALoop", 5 | placeLoop, false, false, -1},
+		{"SameCPU", 4, true, true, -1},
+		{"Seen", 5 | placeSeen, true, true, -1},
+		{"Unknown", 0, true, true, -1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &peer{}
+			p.place.Store(c.stamp)
+			p.outranks.Store(c.outranks)
+			tr := &Transport{}
+			l := []*peer{p}
+			tr.local.Store(&l)
+			if got := tr.joinable(3, c.poll); got != c.want {
+				t.Fatalf("joinable: %d, want %d", got, c.want)
+			}
+			if got := tr.joinable(3, c.poll); got != -1 {
+				t.Fatalf("a stamp counted twice: %d", got)
+			}
+		})
+	}
+}
+
+// moveTo puts the thread on the CPU asked for and restores the mask; it
+// refuses a CPU the thread is not on, and a target outside the mask.
+func TestMoveTo(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var m unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Count() < 2 {
+		t.Skip("one CPU allowed")
+	}
+	moved := false
+	for range 20 { // the kernel may move the thread between two calls
+		c := getCPU()
+		to := -1
+		for i := range len(m) * 64 {
+			if i != c && m.IsSet(i) {
+				to = i
+				break
+			}
+		}
+		if moveTo(c, to) {
+			moved = true
+			break
+		}
+	}
+	if !moved {
+		t.Fatal("never moved")
+	}
+	var after unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &after); err != nil || after != m {
+		t.Fatalf("mask after the move %v (%v), before %v", after, err, m)
+	}
+	if moveTo(len(m)*64+1, 0) {
+		t.Fatal("moved off a CPU the thread is not on")
+	}
+	if c := getCPU(); moveTo(c, len(m)*64-1) && !m.IsSet(len(m)*64-1) {
+		t.Fatal("moved to a CPU outside the mask")
 	}
 }
