@@ -60,8 +60,8 @@ import (
 // per transfer on one CPU against 59-101 on two (near, load 15), and
 // its writev 10 us against 40 in the far placement. Go's net gets the
 // one-CPU figure unasked: its reader sleeps, and the sender's sync
-// wake-up puts it on the sender's CPU. So while messages of colocateMin
-// bytes or more went either way within bigQuiet (bigAt),
+// wake-up puts it on the sender's CPU. So while messages or RMA of
+// colocateMin bytes or more went either way within bigQuiet (bigAt),
 // the polling thread never moves off a peer's CPU, and the side that
 // would move (as above: the one outranked, or a Poll beside an idle
 // target's loop) moves onto the CPU a fresh stamp says the peer polls
@@ -73,9 +73,12 @@ const (
 )
 
 // noteBig records that a large message went out or came in (Send,
-// pushStart). RMA does not count: its 1 MiB write bandwidth with the
-// initiator joining an idle target's loop was not better in the near
-// placement (2671 against 2969 MB/s, medians of 5 alternated rounds).
+// pushStart) or a large RMA started (RMA). An RMA initiator then joins
+// the CPU of the idle target's loop instead of moving off it: 1 MiB
+// write bandwidth in the far placement (perftest rma -w 16, alternated,
+// load 13.8-15.3) 1449 -> 2727 MB/s (medians, nice -20, higher in 6 of
+// 6), 11 of 13 rounds higher in all (Go net bw 1924-4295); near
+// 2969 -> 2671 (nice -20, 5 rounds, Go net ~3590).
 func (t *Transport) noteBig() {
 	t.bigAt.Store(int64(time.Since(placeEpoch)))
 }

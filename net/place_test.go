@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gofi-dev/fi/rma"
 	"github.com/gofi-dev/fi/transport"
 )
 
@@ -564,5 +565,80 @@ func TestMoveTo(t *testing.T) {
 	}
 	if c := getCPU(); moveTo(c, len(m)*64-1) && !m.IsSet(len(m)*64-1) {
 		t.Fatal("moved to a CPU outside the mask")
+	}
+}
+
+// An initiator writing 64 KiB at a time to an idle target (whose loop
+// serves the writes; the target never polls) joins the CPU the loop's
+// stamps name; with 8-byte writes it stays where it is, as the two are
+// on different CPUs already. The target never moves.
+func TestPlace_LargeRMAJoinsTheIdleTargetsLoop(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		size int
+		join bool
+	}{{"Large", 64 << 10, true}, {"Small", 8, false}} {
+		t.Run(c.name, func(t *testing.T) {
+			placeHooks(t, 3, false) // the host busy: joining does not ask
+			var ini atomic.Pointer[Transport]
+			placeCPUs = func(tr *Transport) int {
+				if tr == ini.Load() {
+					return 2
+				}
+				return 3
+			}
+			var joinTo atomic.Int64
+			joinTo.Store(-1)
+			placeJoin = func(cpu, to int) bool {
+				joinTo.Store(int64(to))
+				return true
+			}
+			a := listen(t, Config{})
+			ini.Store(a)
+			b := listen(t, Config{})
+			size, _ := rma.Size(4, 4)
+			tab, err := rma.NewTable(make([]byte, size), 4, 4, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := tab.Register(rma.Region{Mem: make([]byte, 64<<10), Key: 7, Access: rma.AccessRemoteWrite}, false, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ServeRMA(&rma.Target{Table: tab}); err != nil {
+				t.Fatal(err)
+			}
+			as := newSink()
+			p, _ := a.Resolve(b.Name())
+			buf := make([]byte, c.size)
+			deadline := time.Now().Add(20 * time.Second)
+			// Large: until the initiator joined (its stamps name the loop
+			// once the target has not polled for appIdle). Small: 300.
+			for op := transport.Op(1); c.join && a.joins.Load() == 0 || !c.join && op <= 300; op++ {
+				req := &transport.RMAReq{Kind: transport.RMAWrite, Local: [][]byte{buf}, Remote: []transport.RMAIOV{{Addr: 0, Len: uint64(c.size), Key: 7}}}
+				done, code := a.RMA(p, req, op)
+				if code != transport.OK {
+					t.Fatalf("RMA %d: code %d", op, code)
+				}
+				for !done {
+					if time.Now().After(deadline) {
+						t.Fatalf("RMA %d: timed out (joins %d)", op, a.joins.Load())
+					}
+					a.Poll(as)
+					_, done = as.sendDone[op]
+				}
+				if code := as.sendDone[op]; code != transport.OK {
+					t.Fatalf("RMA %d completed with %d", op, code)
+				}
+			}
+			if b.joins.Load()+b.moves.Load() != 0 || a.moves.Load() != 0 {
+				t.Fatalf("target joins %d moves %d; initiator moves %d", b.joins.Load(), b.moves.Load(), a.moves.Load())
+			}
+			if joined := a.joins.Load() != 0; joined != c.join {
+				t.Fatalf("initiator joined %d times, want joining %v", a.joins.Load(), c.join)
+			}
+			if c.join && joinTo.Load() != 3 {
+				t.Fatalf("joined CPU %d, want the loop's 3", joinTo.Load())
+			}
+		})
 	}
 }

@@ -74,6 +74,9 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 	if t.closed.Load() {
 		return true, transport.ECanceled
 	}
+	if total >= colocateMin {
+		t.noteBig()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	tc := p.tx

@@ -270,8 +270,8 @@ type Transport struct {
 	appPolled atomic.Bool
 	moves     atomic.Int64
 	crowded   atomic.Int64 // moves not made: the host was busy (tests)
-	// bigAt: when (since placeEpoch) a message of colocateMin bytes or
-	// more last went out or came in; joins counts the moves
+	// bigAt: when (since placeEpoch) a message or RMA of colocateMin
+	// bytes or more last went out or came in; joins counts the moves
 	// onto a peer's CPU that such traffic made (place.go; tests).
 	bigAt atomic.Int64
 	joins atomic.Int64
