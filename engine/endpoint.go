@@ -111,6 +111,13 @@ type Endpoint struct {
 	// allocation and a page fault or two: that was paid by the first
 	// idle read of a wait)
 	sharer transport.CPUSharer
+	// discarder: tr's, when it has one (discardUx)
+	discarder transport.Discarder
+	// drops: FI_DISCARD completions waiting until the transport has told
+	// the sender (discardUx), by the index in their op token
+	drops    []Entry
+	dropLive []bool
+	dropFree []uint32
 	// maxEager is tr.MaxEager(), read once (a fixed figure of every
 	// transport): the inject check stays off an interface call.
 	maxEager int
@@ -259,6 +266,9 @@ const (
 	tokTx    uint64 = 1 << 62
 	tokFetch uint64 = 2 << 62
 	tokMask  uint64 = 1<<62 - 1
+	// tokDrop marks a tokFetch token as a discard's (discardUx): its
+	// index is in drops, not fx
+	tokDrop uint64 = 1 << 61
 )
 
 // NewEndpoint builds an endpoint over cfg.Transport.
@@ -297,6 +307,7 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 		fx: make([]fetchOp, 0, 16), fxFree: make([]uint32, 0, 16), fetching: make([]int32, 0, 16),
 		txFree: make([]uint32, 0, 16), rxFree: make([]uint32, 0, 16)}
 	ep.eager, _ = cfg.Transport.(transport.EagerSender)
+	ep.discarder, _ = cfg.Transport.(transport.Discarder)
 	ep.sharer, _ = cfg.Transport.(transport.CPUSharer)
 	ep.maxEager = cfg.Transport.MaxEager()
 	// Receive slots for the first receives the matcher queues: with
@@ -654,11 +665,7 @@ func (ep *Endpoint) recvLocked(a *RecvArgs, ctx any) Code {
 		}
 		if a.Flags&FlagDiscard != 0 {
 			u := &ep.ux[msg.Data]
-			count(ep.cfg.RecvCntr, 0)
-			if cq := ep.cfg.RxCQ; cq != nil {
-				cq.Push(&Entry{Context: ctx, Flags: FlagRecv | kindFlag(a.Kind), Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
-			}
-			ep.dropUx(msg.Data)
+			ep.discardUx(msg.Data, Entry{Context: ctx, Flags: FlagRecv | kindFlag(a.Kind), Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
 			ep.uxPut(msg.Data)
 			return 0
 		}
@@ -836,17 +843,19 @@ func (ep *Endpoint) peek(m *match.Matcher[uint32, uint32], w match.Want, a *Recv
 		return 0
 	}
 	u := &ep.ux[msg.Data]
-	count(ep.cfg.RecvCntr, 0)
 	flags := FlagRecv | kindFlag(a.Kind)
 	if u.hdr.Flags&transport.FlagRemoteData != 0 {
 		flags |= FlagRemoteCQData
 	}
-	if cq != nil {
-		cq.Push(&Entry{Context: ctx, Flags: flags, Len: int(u.hdr.Len), Data: u.hdr.Data, Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)})
-	}
+	e := Entry{Context: ctx, Flags: flags, Len: int(u.hdr.Len), Data: u.hdr.Data, Tag: u.hdr.Tag, Src: ep.srcField(msg.Src)}
 	if a.Flags&FlagDiscard != 0 {
-		ep.dropUx(msg.Data)
+		ep.discardUx(msg.Data, e)
 		ep.uxPut(msg.Data)
+		return 0
+	}
+	count(ep.cfg.RecvCntr, 0)
+	if cq != nil {
+		cq.Push(&e)
 	}
 	return 0
 }
@@ -1136,6 +1145,10 @@ func (ep *Endpoint) FetchDone(op transport.Op, n int, c transport.Code) {
 	if uint64(op)&^tokMask != tokFetch {
 		return
 	}
+	if uint64(op)&tokDrop != 0 {
+		ep.dropDone(uint32(uint64(op) & (tokMask &^ tokDrop)))
+		return
+	}
 	i := uint32(uint64(op) & tokMask)
 	if int(i) < len(ep.fx) && ep.fx[i].live {
 		ep.fetchDone(i, n, Code(c), true)
@@ -1168,6 +1181,57 @@ func (ep *Endpoint) uxAlloc() uint32 {
 func (ep *Endpoint) uxPut(i uint32) {
 	ep.ux[i] = uxMsg{}
 	ep.uxFree = append(ep.uxFree, i)
+}
+
+// discardUx drops unexpected message i for a discard the application is
+// told of (FI_DISCARD with FI_PEEK or FI_CLAIM), whose completion is e:
+// the completion and the receive counter go out once the transport has
+// told the sender (transport.Discarder; FetchDone on a tokDrop token),
+// at once where it did so in the call or has nothing to tell. A discard
+// reported while the sender was still to be told (shm: the ACK waiting
+// for room in the ring to the sender) left the sender's send waiting on
+// progress that a receiver done with the message need not make
+// (TestEndpointOverShm_DiscardCompletesOnlyWhenTheSenderIsTold).
+func (ep *Endpoint) discardUx(i uint32, e Entry) {
+	u := &ep.ux[i]
+	if !u.rndv || ep.discarder == nil {
+		ep.dropUx(i)
+		ep.dropReport(&e)
+		return
+	}
+	var di uint32
+	if n := len(ep.dropFree); n > 0 {
+		di = ep.dropFree[n-1]
+		ep.dropFree = ep.dropFree[:n-1]
+	} else {
+		ep.drops = append(ep.drops, Entry{})
+		ep.dropLive = append(ep.dropLive, false)
+		di = uint32(len(ep.drops) - 1)
+	}
+	ep.drops[di], ep.dropLive[di] = e, true
+	if !ep.discarder.DiscardOp(u.peer, u.cookie, transport.Op(tokFetch|tokDrop|uint64(di))) {
+		return // dropDone reports it
+	}
+	ep.dropDone(di)
+}
+
+// dropDone reports the discard held in drops[di] (discardUx).
+func (ep *Endpoint) dropDone(di uint32) {
+	if int(di) >= len(ep.drops) || !ep.dropLive[di] {
+		return
+	}
+	e := ep.drops[di]
+	ep.drops[di], ep.dropLive[di] = Entry{}, false
+	ep.dropFree = append(ep.dropFree, di)
+	ep.dropReport(&e)
+}
+
+// dropReport counts a discard and writes its completion.
+func (ep *Endpoint) dropReport(e *Entry) {
+	count(ep.cfg.RecvCntr, 0)
+	if cq := ep.cfg.RxCQ; cq != nil {
+		cq.Push(e)
+	}
 }
 
 // dropUx releases an unexpected message's data unread.

@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,4 +212,165 @@ func TestEndpointOverShm_InjectThatBouncesCountsWhenDelivered(t *testing.T) {
 	if cnt.bad.Load() != 0 {
 		t.Fatalf("%d send errors counted", cnt.bad.Load())
 	}
+}
+
+// TestEndpointOverShm_DiscardCompletesOnlyWhenTheSenderIsTold: an
+// FI_DISCARD (with FI_PEEK, or FI_CLAIM after a peek that claimed) of an
+// unexpected rendezvous message completes only once the shm transport
+// has told the sender, so that the sender's send completes with the
+// sender alone progressing after that. The receiver's ring to the
+// sender is full of its own unread messages when it discards (the first
+// one's size varies the room left: 16 and 8 bytes do not take the ACK);
+// the two endpoints' CQs progress only their own endpoint. The receiver
+// progresses until its discard completes (the sender too while it does
+// not), then only the sender (20 s deadline). Reported at once, as
+// before transport.Discarder, the sender waited for good.
+func TestEndpointOverShm_DiscardCompletesOnlyWhenTheSenderIsTold(t *testing.T) {
+	for _, claim := range []bool{false, true} {
+		deferred := 0
+		for _, first := range []int{8, 16, 24} {
+			t.Run(fmt.Sprintf("claim=%v/first=%d", claim, first), func(t *testing.T) {
+				if discardScenario(t, claim, first) {
+					deferred++
+				}
+			})
+		}
+		if deferred == 0 {
+			t.Errorf("claim=%v: every discard completed at once: the test missed its case", claim)
+		}
+	}
+}
+
+// discardScenario runs one case and reports whether the discard's
+// completion waited for the transport.
+func discardScenario(t *testing.T, claim bool, first int) bool {
+	mk := func() transport.Transport {
+		tr, err := shm.NewTransport(shm.TransportConfig{MinRingSize: 4 << 10, RingSize: 512 << 10, MaxEager: 16 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	ta, tb := mk(), mk()
+	bk := &book{Names: []string{string(ta.Name()), string(tb.Name())}}
+	cnt := &testCntr{}
+	ep := func(tr transport.Transport, rc Counter) (*Endpoint, *CQ) {
+		cq := NewCQ(1024, nil)
+		e, c := NewEndpoint(Config{Transport: tr, Addrs: bk, TxCQ: cq, RxCQ: cq, RecvCntr: rc})
+		if c != 0 {
+			t.Fatal(c)
+		}
+		cq.Bind(e, e.Waiter())
+		t.Cleanup(func() { e.Close() })
+		return e, cq
+	}
+	a, ca := ep(ta, nil)
+	b, cb := ep(tb, cnt)
+	// find reads cq (progressing its endpoint only) until an entry with
+	// context ctx arrives, progressing other meanwhile when it is set.
+	find := func(cq *CQ, ctx any, other *CQ, what string) Entry {
+		t.Helper()
+		var buf [16]Entry
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			n, c := cq.Read(buf[:])
+			for _, e := range buf[:n] {
+				if e.Context == ctx {
+					return e
+				}
+			}
+			if c == CodeAvail {
+				e, _ := cq.ReadErr()
+				if e.Context == ctx {
+					return e
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 20 s", what)
+			}
+			if other != nil {
+				other.Read(nil)
+			}
+		}
+	}
+	// Connect both ways.
+	for _, d := range []struct {
+		from, to *Endpoint
+		fq, tq   *CQ
+		dest     uint64
+	}{{a, b, ca, cb, addrB}, {b, a, cb, ca, addrA}} {
+		if c := recv(d.to, anySrc, transport.KindTagged, warmTag, 0, make([]byte, 1), "warm"); c != 0 {
+			t.Fatal(c)
+		}
+		if c := send(d.from, d.dest, transport.KindTagged, warmTag, []byte{1}, "warm-send"); c != 0 {
+			t.Fatal(c)
+		}
+		find(d.tq, "warm", d.fq, "warm-up")
+		find(d.fq, "warm-send", d.tq, "warm-up send")
+	}
+	// b fills its ring to a, which does not read.
+	sent := 0
+	for ; sent < 1000; sent++ {
+		m := make([]byte, 8)
+		if sent == 0 {
+			m = make([]byte, first)
+		}
+		c := send(b, addrA, transport.KindTagged, 3, m, nil)
+		if c == CodeAgain {
+			break
+		}
+		if c != 0 {
+			t.Fatal(c)
+		}
+	}
+	// Then empty messages (the smallest record, 24 bytes like the ACK)
+	// until no gap takes one.
+	for ; sent < 2000; sent++ {
+		c := send(b, addrA, transport.KindTagged, 3, nil, nil)
+		if c == CodeAgain {
+			break
+		}
+		if c != 0 {
+			t.Fatal(c)
+		}
+	}
+	if sent >= 2000 {
+		t.Fatal("b's ring to a never filled")
+	}
+	big := make([]byte, 64<<10)
+	if c := send(a, addrB, transport.KindTagged, 5, big, "big"); c != 0 {
+		t.Fatal(c)
+	}
+	waitUnexpected(t, b, cb, 1)
+	args := &RecvArgs{Src: anySrc, Kind: transport.KindTagged, Tag: 5, Flags: FlagPeek | FlagDiscard}
+	if claim {
+		if c := b.Recv(&RecvArgs{Src: anySrc, Kind: transport.KindTagged, Tag: 5, Flags: FlagPeek | FlagClaim}, "discard"); c != 0 {
+			t.Fatal(c)
+		}
+		find(cb, "discard", nil, "the peek")
+		args.Flags = FlagClaim | FlagDiscard
+	}
+	// b's completions so far (its sends'), read without progressing a:
+	// the discard's must be the next one.
+	for {
+		var buf [64]Entry
+		if n, _ := cb.Read(buf[:]); n == 0 {
+			break
+		}
+	}
+	base := cnt.ok.Load()
+	if c := b.Recv(args, "discard"); c != 0 {
+		t.Fatal(c)
+	}
+	deferred := slices.Contains(b.dropLive, true)
+	if e := find(cb, "discard", ca, "the discard"); e.Err != 0 {
+		t.Fatalf("discard: %v", e.Err)
+	}
+	if cnt.ok.Load() != base+1 {
+		t.Fatalf("receive counter +%d, want +1", cnt.ok.Load()-base)
+	}
+	if e := find(ca, "big", nil, fmt.Sprintf("b sent %d: the send, the sender alone progressing", sent)); e.Err != 0 {
+		t.Fatalf("send: %v", e.Err)
+	}
+	return deferred
 }

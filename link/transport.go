@@ -76,6 +76,7 @@ var (
 	_ transport.Transport    = (*Transport)(nil)
 	_ transport.Poker        = (*Transport)(nil)
 	_ transport.RMATransport = (*Transport)(nil)
+	_ transport.Discarder    = (*Transport)(nil)
 	_ transport.Sink         = (*memberSink)(nil)
 )
 
@@ -253,6 +254,19 @@ func (l *Transport) Discard(p transport.Peer, cookie uint64) {
 		return
 	}
 	l.shm.Discard(r.peer, cookie)
+}
+
+// DiscardOp is Discard through the peer's member (transport.Discarder).
+func (l *Transport) DiscardOp(p transport.Peer, cookie uint64, op transport.Op) bool {
+	if int(p) >= len(l.routes) {
+		return true
+	}
+	r := l.routes[p]
+	if r.tcp {
+		l.tcp.Discard(r.peer, cookie) // tcp tells the sender at once (or its flusher does)
+		return true
+	}
+	return l.shm.DiscardOp(r.peer, cookie, op)
 }
 
 // Poll polls the shm member, then the tcp member unless it is idle while

@@ -296,7 +296,10 @@ type Transport struct {
 	sendsSeen time.Time
 }
 
-var _ transport.Transport = (*Transport)(nil)
+var (
+	_ transport.Transport = (*Transport)(nil)
+	_ transport.Discarder = (*Transport)(nil)
+)
 
 // peer is one remote endpoint, both directions.
 type peer struct {
@@ -1476,6 +1479,25 @@ func (t *Transport) Discard(pi transport.Peer, cookie uint64) {
 		t.dropRTS(p, cookie)
 		t.sendCtrl(p, ctrl{typ: recACK, cookie: cookie, status: 1})
 	}
+}
+
+// DiscardOp is Discard for a drop the application is told of
+// (transport.Discarder): when the ACK (status 1) has to wait for room in
+// our ring to the sender, it reports false and FetchDone(op, 0, 0)
+// follows once the ACK is written, as ackFetch does for a receive. A
+// discard reported complete with its ACK still queued left the sender's
+// send waiting on progress of ours that an application done with the
+// message need not make (TestTransport_DiscardCompletesOnlyWithItsACKWritten).
+func (t *Transport) DiscardOp(pi transport.Peer, cookie uint64, op transport.Op) bool {
+	if int(pi) >= len(t.peers) {
+		return true
+	}
+	p := t.peers[pi]
+	if _, ok := t.pendingRTS(p, cookie); !ok {
+		return true
+	}
+	t.dropRTS(p, cookie)
+	return t.ackFetch(p, ctrl{typ: recACK, cookie: cookie, status: 1, op: op})
 }
 
 func (t *Transport) pendingRTS(p *peer, cookie uint64) (*rts, bool) {

@@ -29,6 +29,9 @@ type tsink struct {
 	sent   int
 	errs   []transport.Code
 	refuse bool // Arrive says "full"
+	// discard: rendezvous messages are dropped unread (DiscardOp), each
+	// counted in n with an empty payload once the transport says so
+	discard bool
 }
 
 func newSink(t *testing.T, tr *Transport) *tsink {
@@ -42,6 +45,16 @@ func (s *tsink) Arrive(p transport.Peer, h *transport.Header, eager []byte, cook
 	if eager != nil || h.Len == 0 {
 		s.got = append(s.got, bytes.Clone(eager))
 		s.n++
+		return true
+	}
+	if s.discard {
+		s.nextOp++
+		s.got = append(s.got, []byte{})
+		if s.tr.DiscardOp(p, cookie, s.nextOp) {
+			s.n++
+		} else {
+			s.bufs[s.nextOp] = len(s.got) - 1
+		}
 		return true
 	}
 	buf := make([]byte, h.Len)

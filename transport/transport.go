@@ -208,6 +208,21 @@ type Ringer interface {
 	SetWaitCond(cond func() bool)
 }
 
+// Discarder is an optional interface of a transport whose Discard may
+// have to wait before the sender is told (shm: the acknowledgement waits
+// for room in the ring to the sender, which the receiver's own unread
+// messages may fill). The engine uses it for the drops it reports as
+// complete (FI_DISCARD), and reports them only once the sender has been
+// told: otherwise a receiver that stops progressing after its completion
+// leaves the sender's send waiting for good.
+type Discarder interface {
+	// DiscardOp is Discard that reports whether the sender has been told
+	// (or never will be: the peer is gone, the message unknown). When it
+	// returns false, Sink.FetchDone(op, 0, c) follows once it has been
+	// (or the transport gave up: the peer failed, Close).
+	DiscardOp(p Peer, cookie uint64, op Op) (done bool)
+}
+
 // Preparer is an optional interface of a transport that can make a peer's
 // state and its connection before the first message (shm: the peer's
 // region mapped, our ring to it created and announced, its pending

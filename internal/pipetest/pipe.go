@@ -44,8 +44,9 @@ type heldSend struct {
 }
 
 type fetchEv struct {
-	op transport.Op
-	n  int
+	op   transport.Op
+	n    int
+	drop *heldSend // DiscardOp: the sender is told when this is reported
 }
 
 // Pipe is one endpoint's transport on a Hub; its name is its address.
@@ -159,6 +160,22 @@ func (p *Pipe) Discard(pr transport.Peer, cookie uint64) {
 	}
 }
 
+// DiscardOp is Discard (transport.Discarder); with Async the sender is
+// told, and FetchDone(op, 0, 0) reported, on the receiver's next Poll.
+func (p *Pipe) DiscardOp(pr transport.Peer, cookie uint64, op transport.Op) bool {
+	src := p.h.eps[p.peers[pr]]
+	hs := src.held[cookie]
+	if hs == nil {
+		return true
+	}
+	if p.h.Async {
+		p.fetched = append(p.fetched, fetchEv{op: op, drop: hs})
+		return false
+	}
+	hs.done = true
+	return true
+}
+
 func (p *Pipe) Poll(s transport.Sink) bool {
 	did := false
 	for len(p.down) > 0 {
@@ -181,6 +198,9 @@ func (p *Pipe) Poll(s transport.Sink) bool {
 	for len(p.fetched) > 0 {
 		ev := p.fetched[0]
 		p.fetched = p.fetched[1:]
+		if ev.drop != nil {
+			ev.drop.done = true
+		}
 		s.FetchDone(ev.op, ev.n, 0)
 		did = true
 	}
@@ -225,4 +245,7 @@ func (b *Book) Reverse(addr []byte) (uint64, bool) {
 	return 0, false
 }
 
-var _ transport.Transport = (*Pipe)(nil)
+var (
+	_ transport.Transport = (*Pipe)(nil)
+	_ transport.Discarder = (*Pipe)(nil)
+)
