@@ -124,17 +124,30 @@ type Transport interface {
 	// done is false the transport keeps the buffers until it calls
 	// Sink.SendDone(op, ...). EAgain means "no room now, nothing was sent":
 	// the caller progresses and retries.
+	//
+	// A payload of at most MaxEager bytes is copied before Send returns,
+	// whatever done says (the engine's inject reuses the caller's buffer
+	// at once). Completion, done or SendDone, means the message will
+	// reach a live receiver that keeps progressing, with no further
+	// progress of this side: a send that still needs ours (segments to
+	// stream, a record waiting for room) is not complete yet (shm's bounce
+	// sends, TestTransport_BounceSendNeedsNoSenderProgressAfterCompletion).
 	Send(p Peer, hdr *Header, iov [][]byte, op Op) (done bool, c Code)
 
 	// Fetch pulls the payload of a message announced with cookie into dst
 	// (at most sum of len(dst) bytes; the message may be truncated, and the
 	// transport still tells the sender it was consumed). done is true when
 	// it finished synchronously, with n bytes written; otherwise
-	// Sink.FetchDone(op, n, c) follows.
+	// Sink.FetchDone(op, n, c) follows. As for Send, completion means
+	// that what the sender waits for from us (an acknowledgement) needs
+	// no further progress of ours (shm:
+	// TestTransport_ReceiveCompletesOnlyWithItsACKWritten).
 	Fetch(p Peer, cookie uint64, dst [][]byte, op Op) (done bool, n int, c Code)
 
 	// Discard tells the sender a rendezvous message was dropped unread
-	// (FI_DISCARD, or a truncated zero-length receive).
+	// (FI_DISCARD, or a truncated zero-length receive). A transport that
+	// may have to wait before the sender is told implements Discarder,
+	// which the engine uses for the drops it reports as complete.
 	Discard(p Peer, cookie uint64)
 
 	// Poll delivers inbound work to sink and reports whether it did any.
