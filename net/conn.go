@@ -85,6 +85,12 @@ type tconn struct {
 	// placeLoop: both HELLOs said they mark their loop's stamps
 	// (placeLoop), set with placed.
 	placeLoop atomic.Bool
+	// expiry fails the handshake DialTimeout after it began (openExpired
+	// for a dial, shakeExpired for an accepted connection); the HELLO that
+	// makes the connection ready stops it, so that no timer fires (and
+	// allocates, queueing a task on the loop) into a running data path.
+	// Set before gnet opens a dial, in OnOpen for an accepted one.
+	expiry *time.Timer
 
 	// under peer.mu
 	ready     bool // handshake done and no write error: writes allowed
@@ -367,6 +373,7 @@ func (t *Transport) dial(tc *tconn, ap netip.AddrPort) {
 	// Whatever becomes of the enrolment, a connection that is not ready
 	// (handshake done) or gone within DialTimeout fails (openExpired).
 	timer := time.AfterFunc(t.cfg.DialTimeout, func() { t.openExpired(tc) })
+	tc.expiry = timer // read once the HELLO arrives, after gnet opened tc
 	ctx := gnet.NewNetConnContext(gnet.NewContext(context.Background(), tc), nc)
 	ch, err := t.eng.Register(ctx)
 	if err != nil {
@@ -580,7 +587,7 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 		// handshake would hold the connection (and keep the loop from
 		// being borrowed or spinning, t.handshakes) for ever.
 		el := c.EventLoop()
-		time.AfterFunc(t.cfg.DialTimeout, func() {
+		tc.expiry = time.AfterFunc(t.cfg.DialTimeout, func() {
 			_ = el.Execute(context.Background(), gnet.RunnableFunc(func(context.Context) error {
 				t.shakeExpired(tc, c)
 				return nil
@@ -1202,6 +1209,9 @@ func (tc *tconn) attach() error {
 	tc.state = stReady
 	tc.ready = true
 	tc.doneShaking()
+	if tc.expiry != nil {
+		tc.expiry.Stop() // ready: neither expiry has anything left to do
+	}
 	p.conns = append(p.conns, tc)
 	if p.tx == nil {
 		p.tx = tc

@@ -235,3 +235,36 @@ func TestAccept_SilentClientIsClosed(t *testing.T) {
 		t.Fatalf("shakeExpired closed %d connections, want 1", n)
 	}
 }
+
+// The handshake that makes a connection ready stops its expiry, on the
+// dialing side (openExpired) and on the accepting one (shakeExpired):
+// the accepted side's timer used to fire DialTimeout after every accept
+// whatever became of the handshake, and queue a task on the loop (gnet
+// Execute: 3-7 allocations) into whatever the process was doing then,
+// e.g. a later AllocsPerRun window ("1 allocations per operation").
+func TestHandshake_ReadyStopsTheExpiry(t *testing.T) {
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	as, bs := newSink(), newSink()
+	p, _ := a.Resolve(b.Name())
+	if _, c := a.Send(p, &transport.Header{Kind: transport.KindMsg, Len: 4}, [][]byte{[]byte("ping")}, 1); c != transport.OK {
+		t.Fatalf("Send: %d", c)
+	}
+	pollUntil(t, "the message and its completion", func() bool { _, sent := as.sendDone[1]; return sent && len(bs.arrivals) == 1 }, a, as, b, bs)
+	for _, tr := range []*Transport{a, b} {
+		tr.mu.Lock()
+		conns := 0
+		for _, tc := range tr.fds {
+			conns++
+			if tc.expiry == nil {
+				t.Errorf("a connection without its handshake expiry")
+			} else if tc.expiry.Stop() {
+				t.Errorf("a ready connection's handshake expiry was still armed (dialed %v)", tc.dialed)
+			}
+		}
+		tr.mu.Unlock()
+		if conns == 0 {
+			t.Errorf("no ready connection")
+		}
+	}
+}

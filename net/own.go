@@ -83,6 +83,11 @@ const (
 	// parkIdleTicks is how many ticks without a Poll hand the loop back.
 	parkIdleTicks = 2
 	ownRead       = 64 << 10
+	// parkEnrollMax bounds Listen's wait for its own loop to enroll the
+	// park socket (startPark) when DialTimeout is shorter: that wait has
+	// no peer in it, only this process's scheduling, and a crowded host
+	// (GOMAXPROCS=1, load 14) took over 200 ms.
+	parkEnrollMax = 20 * time.Second
 )
 
 const (
@@ -207,7 +212,7 @@ func (t *Transport) startPark() error {
 			unix.Close(fds[1])
 			return res.Err
 		}
-	case <-time.After(t.cfg.DialTimeout):
+	case <-time.After(max(t.cfg.DialTimeout, parkEnrollMax)):
 		unix.Close(fds[1])
 		return errors.New("net: the event loop did not enroll the park socket")
 	}
