@@ -67,10 +67,13 @@ import (
 // target's loop) moves onto the CPU a fresh stamp says the peer polls
 // on (moveTo), at most once per moveGap, whatever the load: on a busy
 // host a pair that yields does better together anyway (hostQuiet).
-const (
-	colocateMin = 32 << 10
-	bigQuiet    = 20 * time.Millisecond
-)
+const colocateMin = 32 << 10
+
+// bigQuiet is a variable for the tests alone, as appIdle: a test run
+// under -race on a loaded host leaves more than 20 ms between two of a
+// ping-pong's messages now and then, and a test that means large traffic
+// throughout widens it (TestPlace_LargeTrafficJoinsThePeersCPU).
+var bigQuiet = 20 * time.Millisecond
 
 // noteBig records that a large message went out or came in (Send,
 // pushStart) or a large RMA started (RMA). An RMA initiator then joins
@@ -159,8 +162,11 @@ const (
 const (
 	placeEvery = 16                    // Polls (or spin passes) between looks
 	moveGap    = 10 * time.Millisecond // at most one move per
-	appIdle    = 10 * time.Millisecond // no Poll for this long: the loop's stamps carry placeLoop
 )
+
+// appIdle: no Poll for this long, and the loop's stamps carry placeLoop
+// (a variable for the tests, see bigQuiet).
+var appIdle = 10 * time.Millisecond
 
 // moveEnv is engine.MoveEnv: "off" turns every move off.
 const moveEnv = "GOFI_CQ_MOVE"
