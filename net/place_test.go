@@ -539,6 +539,20 @@ func TestJoinable(t *testing.T) {
 			}
 		})
 	}
+	t.Run("TwoPeers", func(t *testing.T) { // only a transport with one same-host peer joins
+		p, q := &peer{}, &peer{}
+		p.place.Store(5)
+		p.outranks.Store(true)
+		tr := &Transport{}
+		l := []*peer{p, q}
+		tr.local.Store(&l)
+		if got := tr.joinable(3, true); got != -1 {
+			t.Fatalf("joinable with two same-host peers: %d, want -1", got)
+		}
+		if p.place.Load()&placeSeen == 0 {
+			t.Fatal("the stamp looked at is not marked seen")
+		}
+	})
 }
 
 // moveTo puts the thread on the CPU asked for and restores the mask; it
@@ -655,5 +669,89 @@ func TestPlace_LargeRMAJoinsTheIdleTargetsLoop(t *testing.T) {
 				t.Fatalf("joined CPU %d, want the loop's 3", joinTo.Load())
 			}
 		})
+	}
+}
+
+// A mover with large traffic to two same-host peers that both outrank it,
+// on two other CPUs, does not hop between their CPUs: each fresh stamp
+// of the peer it did not join named another CPU, and before joins were
+// limited to a transport with one same-host peer it moved every moveGap,
+// onto one and then the other, for as long as the traffic lasted.
+func TestPlace_LargeTrafficMoverDoesNotHopBetweenTwoPeers(t *testing.T) {
+	placeHooks(t, 0, true)
+	steadyTraffic(t)
+	trs := []*Transport{listen(t, Config{}), listen(t, Config{}), listen(t, Config{})}
+	// the one with the smallest instance id is outranked by both others
+	for i := range trs {
+		for j := i + 1; j < len(trs); j++ {
+			if trs[j].instance < trs[i].instance {
+				trs[i], trs[j] = trs[j], trs[i]
+			}
+		}
+	}
+	low := trs[0]
+	var lowCPU atomic.Int64
+	lowCPU.Store(1)
+	placeCPUs = func(tr *Transport) int {
+		switch tr {
+		case low:
+			return int(lowCPU.Load())
+		case trs[1]:
+			return 2
+		}
+		return 3
+	}
+	var joins atomic.Int64
+	placeJoin = func(cpu, to int) bool {
+		if int64(cpu) == lowCPU.Load() { // the mover (the others stay on 2 and 3)
+			lowCPU.Store(int64(to))
+			joins.Add(1)
+			t.Logf("join %d -> %d at %v", cpu, to, time.Now())
+		}
+		return true
+	}
+	sinks := []*fakeSink{newSink(), newSink(), newSink()}
+	h := &transport.Header{Kind: transport.KindMsg, Len: 64 << 10}
+	msg := pattern(64<<10, 1)
+	deadline := time.Now().Add(30 * time.Second)
+	wait := func(k, n int) {
+		s := sinks[k]
+		for len(s.arrivals) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("transport %d: %d of %d messages", k, len(s.arrivals), n)
+			}
+			for i, tr := range trs {
+				tr.Poll(sinks[i])
+			}
+		}
+		if ar := s.arrivals[n-1]; ar.eager == nil { // pushed: drop its payload
+			trs[k].Discard(ar.peer, ar.cookie)
+		}
+	}
+	got := [3]int{}
+	send := func(from, to int) {
+		p, c := trs[from].Resolve(trs[to].Name())
+		if c != transport.OK {
+			t.Fatalf("Resolve: %d", c)
+		}
+		if _, c := trs[from].Send(p, h, [][]byte{msg}, transport.Op(1)); c != transport.OK {
+			t.Fatalf("Send %d -> %d: %d", from, to, c)
+		}
+		got[to]++
+		wait(to, got[to])
+	}
+	// 300 ms of large ping-pongs with both: 30 moveGaps
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		for _, peer := range []int{1, 2} {
+			send(0, peer)
+			send(peer, 0)
+		}
+	}
+	t.Logf("rounds %v", got)
+	if l := low.local.Load(); l == nil || len(*l) != 2 {
+		t.Fatal("the two same-host peers not listed")
+	}
+	if n := joins.Load(); n > 1 {
+		t.Fatalf("%d joins in 300 ms (the mover now on CPU %d)", n, lowCPU.Load())
 	}
 }
