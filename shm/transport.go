@@ -1,6 +1,7 @@
 package shm
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/gofi-dev/fi/internal/getcpu"
 	"github.com/gofi-dev/fi/ring"
 	"github.com/gofi-dev/fi/transport"
+	"github.com/klauspost/cpuid/v2"
 	"golang.org/x/sys/unix"
 )
 
@@ -986,18 +988,18 @@ func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]
 // bytes. A payload of eagerSlotMin bytes or more, in a ring of two slots
 // of the record's size rounded up to a power of two (the ring eager
 // traffic of that size grows, see eagerDepth), takes a whole slot when
-// the slot is free and the record starts one: the record's header then
-// carries the payload's length and the rest of the slot is left
-// unwritten. Records then alternate between the two slots, so a
-// ping-pong's payloads reuse the same two areas of the ring in both
-// CPUs' caches, where records packed back to back wander through three
-// slots and more (BenchmarkCopyPingPongSlots near: 431-442 ns half round
-// trip with 2 slots against 468-471 with 3; a 4 KiB perftest pingpong
-// far: 2.29 against 2.55 us). The slot is free
-// when the consumer has released the record before it (the previous
-// record in the other slot); the ring finds that in its cached head or
-// in one read of the shared head, else the record is packed as any other
-// (no waiting, and a burst of sends fills the ring as before).
+// that makes a ping-pong's payloads fit L1 (slotsPay), the slot is free
+// and the record starts one: the record's header then carries the
+// payload's length and the rest of the slot is left unwritten. Records
+// then alternate between the two slots, so a ping-pong's payloads reuse
+// the same two areas of the ring in both CPUs' caches, where records
+// packed back to back wander through three. The slot is free when the
+// consumer has released the record before it (the previous record in the
+// other slot); the ring finds that in its cached head or in one read of
+// the shared head (a cache line the consumer wrote: one more transfer
+// between the CPUs per message, which only the L1 fit pays for), else the
+// record is packed as any other (no waiting, and a burst of sends fills
+// the ring as before).
 func reserveEager(p *peer, hdr *transport.Header) ([]byte, error) {
 	hl, n := eagerHdrMin, int(hdr.Len)
 	if hdr.Data != 0 {
@@ -1005,13 +1007,32 @@ func reserveEager(p *peer, hdr *transport.Header) ([]byte, error) {
 	}
 	if n >= eagerSlotMin {
 		slot := 1 << bits.Len(uint(ring.RecordHeader+hl+8+n-1))
-		if p.out.Cap() == 2*slot && p.out.TailAligned(slot) {
+		if c := p.out.Cap(); c == 2*slot && p.out.TailAligned(slot) && slotsPay(ring.RecordHeader+hl+n, n, c) {
 			if b, err := p.out.Reserve(slot - ring.RecordHeader); err == nil {
 				return b, nil
 			}
 		}
 	}
 	return p.out.Reserve(hl + n)
+}
+
+// l1d is the CPU's L1 data cache per core (32 KiB where cpuid says
+// nothing).
+var l1d = cmp.Or(max(cpuid.CPU.Cache.L1D, 0), 32<<10)
+
+// slotsPay reports whether two-slot records of n-byte payloads (rec
+// bytes packed) in a ring of capacity c bring a ping-pong's working set,
+// both directions' records and the two application buffers, into L1 when
+// the packed records do not fit: only then did the slots pay for the
+// head read they cost. pingpong -S (pinned, fi_pingpong's counts, far,
+// 2026-11-25): 4 KiB (packed, three records a lap each way: 32.9 KiB
+// with the buffers, against 32 KiB of L1; two slots 24.7 KiB) 2.55 ->
+// 2.24-2.29 us, near 0.68-0.71 -> 0.59-0.61, in every round; 2 KiB
+// (16.5 KiB packed) 1.31 -> 1.36, 8 KiB (two slots still 49 KiB) 4.82
+// -> 4.87, 16 KiB 8.70 -> 8.85 with slots; 3 KiB packs two a lap.
+func slotsPay(rec, n, c int) bool {
+	k := (c - ring.RecordHeader) / rec // packed records a lap
+	return k > 2 && 2*k*rec+2*n > l1d && 4*rec+2*n <= l1d
 }
 
 // putEager fills the record b reserveEager reserved with hdr and iov,
