@@ -2,6 +2,8 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -563,5 +565,59 @@ func TestEndpoint_PrepareSmallInsertsOnly(t *testing.T) {
 	ep.Prepare(all)
 	if len(tr.peers) != 3 {
 		t.Errorf("an insert of %d: %d more peers prepared, want none", len(all), len(tr.peers)-3)
+	}
+}
+
+// TestEndpoint_DiscardOfRendezvousWaitsForTheTransport: FI_DISCARD of an
+// unexpected rendezvous message (peek|discard, and claim|discard after a
+// peek|claim) over a transport.Discarder that tells the sender only at
+// its next Poll (the async hub): the completion, with the peek's
+// details, and the receive counter come once the transport reports it,
+// not in Recv; the sender's send completes; nothing is left behind.
+func TestEndpoint_DiscardOfRendezvousWaitsForTheTransport(t *testing.T) {
+	for _, claim := range []bool{false, true} {
+		t.Run(fmt.Sprintf("claim=%v", claim), func(t *testing.T) {
+			cnt := &testCntr{}
+			p := newPair(t, 16, func(c *Config) { c.RecvCntr = cnt })
+			p.h.Async = true
+			big := make([]byte, 100)
+			if c := p.a.Send(&SendArgs{IOV: [][]byte{big}, Dest: addrB, Kind: transport.KindTagged, Tag: 4, Data: 9, Flags: FlagRemoteCQData}, "big"); c != 0 {
+				t.Fatal(c)
+			}
+			waitUnexpected(t, p.b, p.cb, 1)
+			flags := uint64(FlagPeek | FlagDiscard)
+			if claim {
+				if c := p.b.Recv(&RecvArgs{Src: anySrc, Kind: transport.KindTagged, Tag: 4, Flags: FlagPeek | FlagClaim}, "drop"); c != 0 {
+					t.Fatal(c)
+				}
+				if ok, _ := drain(p.cb, 1); len(ok) != 1 {
+					t.Fatalf("peek|claim: %+v", ok)
+				}
+				flags = FlagClaim | FlagDiscard
+			}
+			base := cnt.ok.Load()
+			if c := p.b.Recv(&RecvArgs{Src: anySrc, Kind: transport.KindTagged, Tag: 4, Flags: flags}, "drop"); c != 0 {
+				t.Fatal(c)
+			}
+			if !slices.Contains(p.b.dropLive, true) || cnt.ok.Load() != base {
+				t.Fatalf("the discard completed in Recv (held %v, counter +%d)", p.b.dropLive, cnt.ok.Load()-base)
+			}
+			ok, errs := drain(p.cb, 1)
+			if len(ok) != 1 || len(errs) != 0 || ok[0].Context != "drop" || ok[0].Tag != 4 {
+				t.Fatalf("discard completion: %+v %+v", ok, errs)
+			}
+			if !claim && (ok[0].Len != 100 || ok[0].Data != 9 || ok[0].Flags&FlagRemoteCQData == 0) {
+				t.Fatalf("peek|discard lost the peek's details: %+v", ok[0])
+			}
+			if cnt.ok.Load() != base+1 {
+				t.Fatalf("receive counter +%d, want +1", cnt.ok.Load()-base)
+			}
+			if ok, errs := drain(p.ca, 1); len(ok) != 1 || len(errs) != 0 || ok[0].Context != "big" {
+				t.Fatalf("send completion: %+v %+v", ok, errs)
+			}
+			if slices.Contains(p.b.dropLive, true) || p.b.msgs.Unexpected()+p.b.tags.Unexpected() != 0 {
+				t.Fatal("left behind: a held discard or the message")
+			}
+		})
 	}
 }
