@@ -1202,8 +1202,10 @@ func (tc *tconn) attach() error {
 	}
 	if tc.placed.Load() {
 		tc.dec.place = &p.place
-		p.outranks.Store(t.outranks(binary.LittleEndian.Uint32(h[16:]), inst))
+		pid := binary.LittleEndian.Uint32(h[16:])
+		p.outranks.Store(t.outranks(pid, inst))
 		p.loopStamps.Store(tc.placeLoop.Load())
+		p.otherGroup.Store(placeOtherGroup(pid))
 		t.addLocal(p)
 	}
 	tc.state = stReady

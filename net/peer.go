@@ -43,11 +43,14 @@ type peer struct {
 	// Transport.local; place its last stamp; outranks: it stays rather
 	// than this side when both poll from their applications; loopStamps:
 	// its HELLO said it marks stamps of its loop's spin (placeLoop), and
-	// it moves off a CPU such a stamp of ours names.
+	// it moves off a CPU such a stamp of ours names; otherGroup: it runs
+	// in another scheduling group than this process (otherGroup in
+	// place.go), so a yield of ours never hands it our CPU.
 	local      bool
 	place      atomic.Uint32
 	outranks   atomic.Bool
 	loopStamps atomic.Bool
+	otherGroup atomic.Bool
 }
 
 func newPeer(t *Transport, idx transport.Peer, ap netip.AddrPort) *peer {

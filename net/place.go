@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"hash/fnv"
+	"math"
 	"os"
 	"runtime"
 	"sync"
@@ -46,7 +47,9 @@ import (
 // quiet (hostQuiet: no more runnable threads than CPUs). On a busier host
 // a pair that yields does better together: each would share its CPU with
 // other programs and hand them its time slice at every yield (measured in
-// hostQuiet's comment). GOFI_CQ_MOVE=off (engine.MoveEnv) turns the move
+// hostQuiet's comment), unless the peer runs in another scheduling group,
+// where our yields never reach it (otherGroup): then it moves whatever
+// the load. GOFI_CQ_MOVE=off (engine.MoveEnv) turns the move
 // off, with the engine's; the engine's own move asks PeerShares
 // (transport.CPUSharer).
 
@@ -320,12 +323,14 @@ func (t *Transport) outranks(pid uint32, inst uint64) bool {
 // placeLoop. A Poll moves off a marked stamp (anyLoad); a marked loop
 // stays beside a peer's Poll, which moves off it (that stamp is left
 // fresh for this side's own Poll); otherwise the side that does not
-// outrank the other moves (see above).
+// outrank the other moves (see above), whatever the load when every such
+// peer runs in another scheduling group (otherGroup).
 func (t *Transport) shared(cpu int, poll, marked bool) (move, anyLoad bool) {
 	l := t.local.Load()
 	if l == nil {
 		return false, false
 	}
+	together := false // a peer to move off shares our scheduling group
 	for _, p := range *l {
 		v := p.place.Load()
 		if v&placeSeen != 0 || int(v&placeCPU) != cpu+1 {
@@ -341,9 +346,12 @@ func (t *Transport) shared(cpu int, poll, marked bool) (move, anyLoad bool) {
 		p.place.CompareAndSwap(v, v|placeSeen)
 		if p.outranks.Load() {
 			move = true
+			if !p.otherGroup.Load() {
+				together = true
+			}
 		}
 	}
-	return move, false
+	return move, move && !together
 }
 
 // peersApart reports whether every same-host peer's last stamp names a
@@ -375,7 +383,8 @@ func (t *Transport) peersApart() bool {
 
 // PeerShares reports whether a same-host peer that stays polls on cpu
 // (transport.CPUSharer), by a stamp that came since the last look, and
-// the host is quiet (see above).
+// the host is quiet or the peer runs in another scheduling group (see
+// above).
 func (t *Transport) PeerShares(cpu int) bool {
 	if cpu < 0 || cpu >= placeCPU || moveOff() || t.bigTraffic(time.Since(placeEpoch)) {
 		return false
@@ -449,6 +458,43 @@ func hostQuiet() bool {
 
 // placeQuiet stands in for hostQuiet in tests (nil: /proc/loadavg).
 var placeQuiet func() bool
+
+// otherGroup reports whether the same-host peer process pid (from its
+// HELLO) runs in another scheduling group than this process: the kernel
+// groups tasks by session (autogroups, sched_autogroup_enabled) and the
+// two are in different sessions. hostQuiet's case for staying together
+// on a busy host is that the two yield the CPU to each other; sched_yield
+// only reorders tasks within a group, so a pair of two groups on one CPU
+// hands it over only when the scheduler switches groups, a time slice
+// later. Ranks that mpiexec.hydra starts each lead a session of their
+// own: across two namespace hosts (8-byte and 1 KiB allreduce, tcp, 8
+// rounds at load 19-36) the pair that a wake-up put on one CPU took
+// 22-139 us p50 instead of 8-11 in 4 of 8 runs while it stayed together
+// on the busy host, and 0 of 8 when it moved apart whatever the load.
+// Not known (autogroups off, no such pid) reads as the same group: the
+// busy-host rule stays. A peer in another pid namespace sent a pid that
+// names another process here, or none: the answer is then a guess, which
+// decides only where the pair polls.
+func otherGroup(pid uint32) bool {
+	if pid == 0 || pid > math.MaxInt32 || !autogroups() {
+		return false
+	}
+	mine, err := unix.Getsid(0)
+	if err != nil {
+		return false
+	}
+	theirs, err := unix.Getsid(int(pid))
+	return err == nil && theirs != mine
+}
+
+// placeOtherGroup is otherGroup (tests replace it).
+var placeOtherGroup = otherGroup
+
+// autogroups reports whether the kernel schedules sessions as groups.
+var autogroups = sync.OnceValue(func() bool {
+	b, err := os.ReadFile("/proc/sys/kernel/sched_autogroup_enabled")
+	return err == nil && len(b) > 0 && b[0] == '1'
+})
 
 var loadavgFD = sync.OnceValue(func() int {
 	fd, err := unix.Open("/proc/loadavg", unix.O_RDONLY|unix.O_CLOEXEC, 0)

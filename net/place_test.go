@@ -2,8 +2,12 @@ package net
 
 import (
 	"errors"
+	"math"
+	"os"
+	"os/exec"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -753,5 +757,85 @@ func TestPlace_LargeTrafficMoverDoesNotHopBetweenTwoPeers(t *testing.T) {
 	}
 	if n := joins.Load(); n > 1 {
 		t.Fatalf("%d joins in 300 ms (the mover now on CPU %d)", n, lowCPU.Load())
+	}
+}
+
+// On a busy host a Poll that shares its CPU with a peer of another
+// scheduling group (otherGroup) moves anyway: its yields would never run
+// that peer. Exactly the side that does not outrank the other moves.
+func TestPlace_PeerOfAnotherGroupMovesOnABusyHost(t *testing.T) {
+	moves := placeHooks(t, 3, false)
+	placeOtherGroup = func(uint32) bool { return true }
+	t.Cleanup(func() { placeOtherGroup = otherGroup })
+	a := listen(t, Config{})
+	b := listen(t, Config{})
+	pingPong(t, a, b, 400)
+	pa, pb := localPeer(b), localPeer(a)
+	if pa == nil || pb == nil {
+		t.Fatal("same-host peers not listed")
+	}
+	if !pa.otherGroup.Load() || !pb.otherGroup.Load() {
+		t.Fatal("the peers' scheduling groups not noted at the handshake")
+	}
+	stays, mover := a, b
+	if pb.outranks.Load() {
+		stays, mover = b, a
+	}
+	pingPong(t, a, b, 400)
+	if stays.moves.Load() != 0 || mover.moves.Load() == 0 || moves.Load() != mover.moves.Load() {
+		t.Fatalf("moves: the side that stays %d, the other %d, hook %d", stays.moves.Load(), mover.moves.Load(), moves.Load())
+	}
+}
+
+// shared says a move off a peer that outranks this side holds whatever
+// the load only when that peer, and every other such peer on the CPU,
+// runs in another scheduling group.
+func TestShared_OtherGroup(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		groups        []bool // each peer's otherGroup; all outrank and poll on CPU 3
+		move, anyLoad bool
+	}{
+		{"SameGroup", []bool{false}, true, false},
+		{"OtherGroup", []bool{true}, true, true},
+		{"OneOfEach", []bool{true, false}, true, false},
+		{"BothOther", []bool{true, true}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var l []*peer
+			for _, g := range c.groups {
+				p := &peer{}
+				p.place.Store(4)
+				p.outranks.Store(true)
+				p.otherGroup.Store(g)
+				l = append(l, p)
+			}
+			tr := &Transport{}
+			tr.local.Store(&l)
+			if move, anyLoad := tr.shared(3, true, false); move != c.move || anyLoad != c.anyLoad {
+				t.Fatalf("shared: move %v anyLoad %v, want %v %v", move, anyLoad, c.move, c.anyLoad)
+			}
+		})
+	}
+}
+
+// otherGroup: this process is in its own group; a child that leads a
+// session of its own (as mpiexec.hydra starts ranks) is in another one
+// when the kernel groups by session; a pid that does not exist is not.
+func TestOtherGroup(t *testing.T) {
+	if otherGroup(uint32(os.Getpid())) {
+		t.Fatal("this process is in another group than itself")
+	}
+	if otherGroup(0) || otherGroup(math.MaxUint32) {
+		t.Fatal("pid 0 or an impossible pid counted as another group")
+	}
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("sleep: %v", err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if got := otherGroup(uint32(cmd.Process.Pid)); got != autogroups() {
+		t.Fatalf("a child in a session of its own: otherGroup %v, autogroups %v", got, autogroups())
 	}
 }
