@@ -572,7 +572,9 @@ func TestMoveTo(t *testing.T) {
 		t.Skip("one CPU allowed")
 	}
 	moved := false
-	for range 20 { // the kernel may move the thread between two calls
+	// The kernel may move the thread between two calls: try until it
+	// moved or a deadline.
+	for deadline := time.Now().Add(10 * time.Second); !moved && time.Now().Before(deadline); {
 		c := getCPU()
 		to := -1
 		for i := range len(m) * 64 {
@@ -581,10 +583,7 @@ func TestMoveTo(t *testing.T) {
 				break
 			}
 		}
-		if moveTo(c, to) {
-			moved = true
-			break
-		}
+		moved = moveTo(c, to)
 	}
 	if !moved {
 		t.Fatal("never moved")
