@@ -12,6 +12,7 @@ import (
 	stdnet "net"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -868,9 +869,7 @@ func (t *Transport) closeConn(tc *tconn, err error) {
 	tc.detached = true
 	t.fl.del(tc)
 	t.mu.Lock()
-	if t.fds[tc.fd] == tc {
-		delete(t.fds, tc.fd)
-	}
+	t.dropFDLocked(tc)
 	t.mu.Unlock()
 }
 
@@ -883,9 +882,7 @@ func (p *peer) shutLocked(tc *tconn) {
 	tc.closed = true
 	p.t.fl.del(tc)
 	p.t.mu.Lock()
-	if p.t.fds[tc.fd] == tc {
-		delete(p.t.fds, tc.fd)
-	}
+	p.t.dropFDLocked(tc)
 	p.t.mu.Unlock()
 }
 
@@ -1219,7 +1216,7 @@ func (tc *tconn) attach() error {
 		p.tx = tc
 	}
 	t.mu.Lock()
-	t.fds[tc.fd] = tc
+	t.addFDLocked(tc)
 	t.mu.Unlock()
 	if tc.qh < len(tc.q) {
 		if err := p.flushLocked(tc); err != nil {
@@ -1228,4 +1225,29 @@ func (tc *tconn) attach() error {
 	}
 	p.convergeLocked()
 	return nil
+}
+
+// addFDLocked enters tc in fds and fdv (t.mu held): the loop's spin
+// (spinPass) and the owner's Poll (ownerPoll) copy fdv on every pass,
+// where ranging over the map cost ~240 instructions a Poll (callgrind).
+func (t *Transport) addFDLocked(tc *tconn) {
+	if old := t.fds[tc.fd]; old != nil {
+		t.dropFDLocked(old)
+	}
+	t.fds[tc.fd] = tc
+	t.fdv = append(t.fdv, tc)
+}
+
+// dropFDLocked takes tc out of fds and fdv if it is there (t.mu held).
+func (t *Transport) dropFDLocked(tc *tconn) {
+	if t.fds[tc.fd] != tc {
+		return
+	}
+	delete(t.fds, tc.fd)
+	if i := slices.Index(t.fdv, tc); i >= 0 {
+		last := len(t.fdv) - 1
+		t.fdv[i] = t.fdv[last]
+		t.fdv[last] = nil
+		t.fdv = t.fdv[:last]
+	}
 }

@@ -114,11 +114,17 @@ func (f *flusher) close() {
 	unix.Close(f.efd)
 }
 
-// writev writes iovs to fd without allocating (x/sys's Writev builds its
-// iovec array on the heap).
+// writev writes iovs to the socket fd without allocating (x/sys's Writev
+// builds its iovec array on the heap), as a sendmsg (sys.go). Up to
+// rawMax bytes in all it goes in as a RawSyscall (sys.go).
 func writev(fd int, iovs []unix.Iovec) (int, error) {
+	sys := unix.Syscall
+	if iovecBytes(iovs) <= rawMax {
+		sys = unix.RawSyscall
+	}
+	msg := unix.Msghdr{Iov: &iovs[0], Iovlen: uint64(len(iovs))}
 	for {
-		r, _, e := unix.Syscall(unix.SYS_WRITEV, uintptr(fd), uintptr(unsafe.Pointer(&iovs[0])), uintptr(len(iovs)))
+		r, _, e := sys(unix.SYS_SENDMSG, uintptr(fd), uintptr(unsafe.Pointer(&msg)), unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 		if e == unix.EINTR {
 			continue
 		}
@@ -127,4 +133,13 @@ func writev(fd int, iovs []unix.Iovec) (int, error) {
 		}
 		return int(r), nil
 	}
+}
+
+// iovecBytes is the bytes iovs spans.
+func iovecBytes(iovs []unix.Iovec) uint64 {
+	n := uint64(0)
+	for i := range iovs {
+		n += iovs[i].Len
+	}
+	return n
 }

@@ -332,10 +332,7 @@ func (t *Transport) ownerPoll() bool {
 		return false
 	}
 	t.mu.Lock()
-	t.owned = t.owned[:0]
-	for _, tc := range t.fds {
-		t.owned = append(t.owned, tc)
-	}
+	t.owned = append(t.owned[:0], t.fdv...)
 	t.mu.Unlock()
 	got := false
 	for i, tc := range t.owned {
@@ -440,7 +437,7 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 			// payload's read took the headers behind it).
 			k := hdrSize + rma.ReqHeader + rma.IOVSize
 			tc.reservePre(k)
-			n, err = unix.Read(tc.fd, tc.pre[:k])
+			n, err = sysRead(tc.fd, tc.pre[:k])
 			if n > 0 {
 				tc.pre = tc.pre[:n]
 				drained = n < k
@@ -453,7 +450,7 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 			// every large write).
 			k := tc.dec.rmaHeadLeft() - len(tc.pre)
 			tc.reservePre(k)
-			n, err = unix.Read(tc.fd, tc.pre[len(tc.pre):len(tc.pre)+k])
+			n, err = sysRead(tc.fd, tc.pre[len(tc.pre):len(tc.pre)+k])
 			if n > 0 {
 				tc.pre = tc.pre[:len(tc.pre)+n]
 				drained = n < k
@@ -467,7 +464,7 @@ func (t *Transport) readConn(tc *tconn, owner bool) bool {
 			// CREDIT frame riding in front of the push (writeDirect) is
 			// read with its header.
 			tc.reservePre(ownRead)
-			n, err = unix.Read(tc.fd, tc.pre[:2*hdrSize])
+			n, err = sysRead(tc.fd, tc.pre[:2*hdrSize])
 			if n > 0 {
 				tc.pre = tc.pre[:n]
 				drained = n < 2*hdrSize
@@ -563,7 +560,7 @@ func (tc *tconn) readDirect() (int, bool, error) {
 	defer p.mu.Unlock()
 	s := tc.cur
 	if s == nil || p.fetches.get(tc.curID) != s {
-		n, err := unix.Read(tc.fd, tc.pre[len(tc.pre):cap(tc.pre)])
+		n, err := sysRead(tc.fd, tc.pre[len(tc.pre):cap(tc.pre)])
 		if n > 0 {
 			tc.pre = tc.pre[:len(tc.pre)+n]
 		}

@@ -526,9 +526,7 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 		tc.failQueue(code)
 		t.fl.del(tc)
 		t.mu.Lock()
-		if t.fds[tc.fd] == tc {
-			delete(t.fds, tc.fd)
-		}
+		t.dropFDLocked(tc)
 		t.mu.Unlock()
 		if tc.gc != nil {
 			_ = tc.gc.Close()
@@ -754,9 +752,7 @@ func (p *peer) detachLocked(tc *tconn) {
 	tc.closed = true
 	t.fl.del(tc)
 	t.mu.Lock()
-	if t.fds[tc.fd] == tc {
-		delete(t.fds, tc.fd)
-	}
+	t.dropFDLocked(tc)
 	t.mu.Unlock()
 	if i := slices.Index(p.conns, tc); i >= 0 {
 		p.conns = slices.Delete(p.conns, i, i+1)

@@ -312,12 +312,18 @@ func (p *peer) rmaFailLocked(s *fetchSlot, id uint32, code transport.Code) {
 // target side (on the loop, or in Poll while it owns the sockets)
 
 // rmaRx is the request a connection is executing (loop-owned).
+// rmaWholeWrite bounds the one-range writes whose payload the target
+// takes whole before running them (rmaStart): larger ones go to the
+// region in chunks, or straight from the socket (readRMADirect).
+const rmaWholeWrite = 512
+
 type rmaRx struct {
 	req   rma.Request
 	id    uint64
 	pos   uint64
 	code  rma.Code
 	whole bool
+	run   bool // a small one-range write, run whole by rmaEnd (rmaStart)
 	buf   [2 * rma.MaxAtomic]byte
 	res   [rma.MaxAtomic]byte
 	iov   [rma.MaxIOV][]byte
@@ -350,9 +356,25 @@ func (tc *tconn) rmaStart(f *frame, hdr []byte) (bool, error) {
 	st.id, st.pos, st.whole = f.cookie, 0, false
 	tc.lastWrite = st.req.Kind == rma.KindWrite && st.req.Payload > ownRead
 	x := tc.t.rmaTarget.Load()
-	if x == nil {
+	st.run = false
+	switch {
+	case x == nil:
 		st.code = rma.EOpNotSupp
-	} else {
+	case st.req.Kind == rma.KindWrite && st.req.NIOV == 1 && st.req.Payload <= rmaWholeWrite:
+		// A small one-range write: its payload is taken whole into buf
+		// and x.Run checks, copies and counts holding the region once
+		// (rmaEnd), where Validate, rmaChunk and Done took it three times.
+		st.code, st.run, st.whole = rma.OK, true, true
+		return true, nil
+	case st.req.Kind == rma.KindRead:
+		// rmaAnswerRead takes every range with the same checks as
+		// Validate, and counts through those holds: the region is taken
+		// once, not three times.
+		st.code = rma.OK
+		if st.req.Total() > rma.MaxRead {
+			st.code = rma.EInval
+		}
+	default:
 		st.code = x.Validate(&st.req)
 	}
 	if st.req.Kind.IsAtomic() {
@@ -478,6 +500,10 @@ func (tc *tconn) rmaEnd() error {
 	}
 	switch st.req.Kind {
 	case rma.KindWrite:
+		if st.run {
+			c, _ := x.Run(&st.req, st.buf[:st.req.Payload], nil, true)
+			return tc.rmaAnswer(st, c, nil)
+		}
 		x.Done(&st.req)
 		return tc.rmaAnswer(st, rma.OK, nil)
 	case rma.KindRead:
@@ -521,12 +547,12 @@ func (tc *tconn) rmaAnswerRead(st *rmaRx, x *rma.Target) error {
 	} else {
 		err = tc.rmaAnswerRegion(st, st.iov[:n])
 	}
+	if c == rma.OK {
+		x.DoneHolds(&st.req, st.holds[:n])
+	}
 	for i := 0; i < n; i++ {
 		st.holds[i].Release()
 		st.iov[i] = nil
-	}
-	if c == rma.OK {
-		x.Done(&st.req)
 	}
 	return err
 }

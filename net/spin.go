@@ -220,10 +220,7 @@ func (t *Transport) parkWanted() bool {
 func (t *Transport) spinPass() bool {
 	s := &t.spin
 	t.mu.Lock()
-	s.conns = s.conns[:0]
-	for _, tc := range t.fds {
-		s.conns = append(s.conns, tc)
-	}
+	s.conns = append(s.conns[:0], t.fdv...)
 	t.mu.Unlock()
 	got := false
 	for i, tc := range s.conns {
@@ -286,7 +283,7 @@ func (tc *tconn) loopFail(err error) {
 func (tc *tconn) spinRead() (n int, drained bool, err error) {
 	tc.reservePre(ownRead)
 	room := cap(tc.pre) - len(tc.pre)
-	n, err = unix.Read(tc.fd, tc.pre[len(tc.pre):cap(tc.pre)])
+	n, err = sysRead(tc.fd, tc.pre[len(tc.pre):cap(tc.pre)])
 	if n > 0 {
 		tc.pre = tc.pre[:len(tc.pre)+n]
 	}

@@ -188,6 +188,7 @@ type Transport struct {
 	done    []event
 	stalled []*tconn
 	fds     map[int]*tconn
+	fdv     []*tconn     // fds' values, in no order (addFDLocked, dropFDLocked)
 	nDone   atomic.Int32 // len(done), readable without mu
 	nStall  atomic.Int32 // len(stalled)
 

@@ -408,6 +408,30 @@ func (x *Target) Done(r *Request) {
 		}
 		h.Release()
 	}
+	x.doneRemote(r, w, rd)
+}
+
+// DoneHolds is Done for a request whose ranges the caller holds (holds[i]
+// the region of range i, every range): it counts through the holds
+// instead of taking each region again (an Acquire, ~270 instructions).
+func (x *Target) DoneHolds(r *Request, holds []Hold) {
+	w, rd := Counts(r.Kind, r.Op)
+	for i := range holds {
+		if i == 0 && r.Flags&FlagCont != 0 {
+			continue
+		}
+		if w {
+			x.Table.Count(holds[i].CntrW)
+		}
+		if rd {
+			x.Table.Count(holds[i].CntrR)
+		}
+	}
+	x.doneRemote(r, w, rd)
+}
+
+// doneRemote counts a done request in the endpoint's remote counters.
+func (x *Target) doneRemote(r *Request, w, rd bool) {
 	if r.Flags&FlagMore != 0 {
 		return
 	}

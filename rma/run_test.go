@@ -116,3 +116,44 @@ func TestRun_AgreesWithAccess(t *testing.T) {
 		t.Fatal("Run counted without count")
 	}
 }
+
+// TestDoneHolds_CountsAsDone: DoneHolds, counting through holds the
+// caller took on every range, counts what Done counts for the same
+// requests (a read split in three parts, a whole two-range write, an
+// atomic read): once per range not continued from an earlier part, once
+// at the endpoint for the last part.
+func TestDoneHolds_CountsAsDone(t *testing.T) {
+	reqs := []Request{
+		{Kind: KindRead, Flags: FlagMore, NIOV: 2, IOV: [MaxIOV]IOV{{Addr: 1000, Len: 64, Key: 1}, {Addr: 1000, Len: 10, Key: 2}}},
+		{Kind: KindRead, Flags: FlagMore | FlagCont, NIOV: 1, IOV: [MaxIOV]IOV{{Addr: 1010, Len: 30, Key: 2}}},
+		{Kind: KindRead, Flags: FlagCont, NIOV: 1, IOV: [MaxIOV]IOV{{Addr: 1040, Len: 24, Key: 2}}},
+		{Kind: KindWrite, Payload: 16, NIOV: 2, IOV: [MaxIOV]IOV{{Addr: 1000, Len: 8, Key: 1}, {Addr: 1000, Len: 8, Key: 2}}},
+		{Kind: KindFetch, Datatype: 5, Op: opAtomicRead, Payload: 0, NIOV: 1, IOV: [MaxIOV]IOV{{Addr: 1000, Len: 8, Key: 2}}},
+	}
+	counts := func(x *Target, rc [2][2]*Counter) [6]uint64 {
+		return [6]uint64{rc[0][0].Read(), rc[0][1].Read(), rc[1][0].Read(), rc[1][1].Read(), x.RemoteWrite.Read(), x.RemoteRead.Read()}
+	}
+	for i := range reqs {
+		x1, _, rc1 := runRig(t)
+		x2, _, rc2 := runRig(t)
+		r := &reqs[i]
+		x1.Done(r)
+		var holds [MaxIOV]Hold
+		for j := 0; j < r.NIOV; j++ {
+			if c := x2.Table.AcquireTo(&holds[j], r.IOV[j].Key); c != OK {
+				t.Fatalf("request %d range %d: AcquireTo %d", i, j, c)
+			}
+		}
+		x2.DoneHolds(r, holds[:r.NIOV])
+		for j := 0; j < r.NIOV; j++ {
+			holds[j].Release()
+		}
+		if a, b := counts(x1, rc1), counts(x2, rc2); a != b {
+			t.Errorf("request %d: Done counted %v, DoneHolds %v", i, a, b)
+		}
+		// The continued middle part counts nothing; every other one counts.
+		if a := counts(x1, rc1); (a == [6]uint64{}) != (i == 1) {
+			t.Errorf("request %d counted %v", i, a)
+		}
+	}
+}
