@@ -83,8 +83,9 @@ func (s *checkSink) PeerDown(_ transport.Peer, c transport.Code) {
 	}
 }
 
-// Eager messages of 2 KiB and more, which take a whole ring slot while
-// the receiver keeps up (5bbfe7f), mixed with small ones and sent while
+// Eager messages that take a whole ring slot while the receiver keeps up
+// (5bbfe7f; 4 and 5 KiB with a 32 KiB L1, 720e328), mixed with packed
+// ones of 8 B to 8 KiB and sent while
 // the receiver runs concurrently on another goroutine (so producer and
 // consumer really race on the ring, under -race too), pausing now and
 // then so that bursts pack their records: every message arrives once, in
@@ -93,7 +94,9 @@ func (s *checkSink) PeerDown(_ transport.Peer, c transport.Code) {
 // when fetched).
 func TestTransport_SlotRecordsWithAConcurrentReceiver(t *testing.T) {
 	testDir(t)
-	sizes := []int{2048, 3000, 8, 4096, 8192, 2500, 100, 4096, 4096}
+	defer func(v int) { l1d = v }(l1d)
+	l1d = 32 << 10 // 4096 and 5000 B take slots (slotsPay), the others pack
+	sizes := []int{4096, 2048, 3000, 8, 4096, 5000, 8192, 2500, 100, 4096, 5000}
 	const n = 6000
 	p := newTPair(t, TransportConfig{})
 	rx := &checkSink{tr: p.b, sizes: sizes, bufs: map[transport.Op][]byte{}, seqs: map[transport.Op]int{}}
