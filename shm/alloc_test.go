@@ -128,10 +128,10 @@ func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 	round(8) // connects both ways
 	// The first try of segments (a class's firstBurst-th message) grows
 	// the rings, a file each way; after that no size allocates, whichever
-	// way it goes. (From MsgHugeMin single copy is the only way: 128 KiB
-	// is below it.)
+	// way it goes. (From SplitMin single copy is the only way: 32 KiB is
+	// below it.)
 	for range firstBurst + exploreBurst {
-		round(128 << 10)
+		round(32 << 10)
 	}
 	for _, size := range []int{32 << 10, 64 << 10, 256 << 10, 1 << 20} { // from SplitMin: split copies
 		var m0, m1 runtime.MemStats

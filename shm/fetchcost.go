@@ -28,8 +28,14 @@ import (
 // other to beat its luckiest recent fetch, a little hysteresis (with four
 // samples a 1 MiB class flipped to segments on noise, seen under load 9).
 //
-// From MsgHugeMin up single copy is the only way (NewTransport sets
-// cmaMin): with the sender's buffer in huge pages it wins in both
+// From SplitMin (or MsgHugeMin, if lower) up single copy is the only way
+// (NewTransport sets cmaMin), split between the two sides or whole as
+// splitCost picks. Measured on the development machine (perftest
+// pingpong, fi_pingpong's 1000 messages, pinned, 2026-11-25): 64 KiB
+// segments 35.3 us a transfer far apart and 10.3 close, whole single
+// copy 7.75 and 6.97, split 6.2-6.3 and 5.3-5.4; 128 KiB split 8.8-9.2
+// far and 7.7-8.0 near against the adaptive choice's 12.6 and 12.0; with
+// the sender's buffer in huge pages (MsgHugeMin) single copy wins in both
 // placements.
 //
 // Segments need both processes running at once (the receiver's CTS, the

@@ -49,6 +49,12 @@ import (
 // method, the whole copy the one tried in bursts). A split is timed from
 // its CTW to the handling of the WDone, a whole copy over its read.
 //
+// SplitMin is 64 KiB: there too the split wins in both placements
+// (perftest pingpong -S 64k, fi_pingpong's 1000, pinned, 2026-11-25:
+// far 6.16-6.26 us a transfer against 7.77-7.89 with the then adaptive
+// single copy or segments, near 5.33-5.45 against 7.18-7.23), and from it
+// segments are not tried (NewTransport's cmaMin).
+//
 // The receiver waits for the sender's part only as long as the split
 // saves: when the WDone comes later after the receiver's own part than
 // that part took (a sender busy elsewhere, or off its CPU), reading the
@@ -74,11 +80,11 @@ import (
 //	recWDone: cookie u64, status u32 (0 written, 1 not written)
 
 // SplitMinEnv sets SplitMin: the smallest rendezvous payload whose single
-// copy the receiver shares with the sender (a size), or "off". Default 256k.
+// copy the receiver shares with the sender (a size), or "off". Default 64k.
 const SplitMinEnv = "GOFI_SHM_SPLIT_MIN"
 
 const (
-	splitMinDefault = 256 << 10
+	splitMinDefault = 64 << 10
 	// splitBackoff: large fetches from a peer left unsplit after a split
 	// that waited for it longer than it saved
 	splitBackoff = 64

@@ -38,7 +38,10 @@ func TestSplitCopy_SenderWritesTheTail(t *testing.T) {
 	if !p.a.CMA() || p.b.splitMin == 0 {
 		t.Skip("single copy or split copies off here")
 	}
-	sendSplit(t, p, seqMsg(1, p.b.splitMin/2))
+	// a rendezvous payload (over MaxEager) under SplitMin
+	if under := p.b.splitMin * 3 / 4; under > p.a.MaxEager() {
+		sendSplit(t, p, seqMsg(1, under))
+	}
 	if p.b.splits != 0 || p.a.splitWrites != 0 {
 		t.Fatalf("a payload under SplitMin: %d splits, %d writes", p.b.splits, p.a.splitWrites)
 	}

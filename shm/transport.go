@@ -509,6 +509,12 @@ func NewTransport(cfg TransportConfig) (*Transport, error) {
 		if t.hugeMin > 0 {
 			t.cmaMin = min(t.cmaMin, t.hugeMin)
 		}
+		// From SplitMin single copy is split between the two sides or
+		// whole (split.go), each beating segments there in both
+		// placements (fetchcost.go).
+		if t.splitMin > 0 {
+			t.cmaMin = min(t.cmaMin, t.splitMin)
+		}
 	}
 	return t, nil
 }
