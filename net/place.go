@@ -410,10 +410,17 @@ func (t *Transport) lookPlace(last *time.Duration, loop bool) {
 		if loop {
 			return // a loop stays: a Poll beside it might join it as it moved
 		}
-		if to := t.joinable(c, true); to >= 0 && placeJoin(c, to) {
+		if to := t.joinable(c, true); to >= 0 {
+			// Tried at most once per moveGap, moved or not: a join the
+			// kernel refuses (the peer's CPU outside this thread's mask,
+			// taskset or a cpuset) was otherwise tried at every look
+			// that found a fresh stamp (TestPlace_RefusedJoinWaitsMoveGap:
+			// 478 tries in 314 ms).
 			*last = now
-			t.joins.Add(1)
-			t.notePlace(loop)
+			if placeJoin(c, to) {
+				t.joins.Add(1)
+				t.notePlace(loop)
+			}
 		}
 		return
 	}

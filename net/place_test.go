@@ -838,3 +838,43 @@ func TestOtherGroup(t *testing.T) {
 		t.Fatalf("a child in a session of its own: otherGroup %v, autogroups %v", got, autogroups())
 	}
 }
+
+// A join the kernel refuses (the peer's CPU outside this thread's mask:
+// taskset, a cpuset) is tried again only after moveGap, as a move is.
+// Before, each look that found a fresh stamp tried it (a getcpu and a
+// sched_getaffinity call every placeEvery Polls) for as long as the large
+// traffic lasted: with 8-byte messages between the 64 KiB ones, 478
+// tries in 314 ms.
+func TestPlace_RefusedJoinWaitsMoveGap(t *testing.T) {
+	placeHooks(t, 3, true)
+	steadyTraffic(t)
+	var first atomic.Pointer[Transport]
+	placeCPUs = func(tr *Transport) int {
+		if tr == first.Load() {
+			return 2
+		}
+		return 3
+	}
+	var tries atomic.Int64
+	placeJoin = func(cpu, to int) bool {
+		tries.Add(1)
+		return false // outside the mask
+	}
+	a := listen(t, Config{})
+	first.Store(a)
+	b := listen(t, Config{})
+	start := time.Now()
+	for time.Since(start) < 300*time.Millisecond {
+		pingPongSize(t, a, b, 2, 64<<10)
+		pingPongSize(t, a, b, 200, 8) // small frames, stamped, between
+	}
+	elapsed := time.Since(start)
+	t.Logf("%d tries in %v", tries.Load(), elapsed)
+	if a.joins.Load()+b.joins.Load() != 0 {
+		t.Fatal("a refused join counted")
+	}
+	// at most one try per moveGap of the run (a slow run tries less)
+	if n, most := tries.Load(), int64(elapsed/moveGap)+1; n == 0 || n > most {
+		t.Fatalf("%d tries in %v, want 1 to %d (one per moveGap)", n, elapsed, most)
+	}
+}
