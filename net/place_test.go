@@ -878,3 +878,52 @@ func TestPlace_RefusedJoinWaitsMoveGap(t *testing.T) {
 		t.Fatalf("%d tries in %v, want 1 to %d (one per moveGap)", n, elapsed, most)
 	}
 }
+
+// Large traffic never joins a peer of another scheduling group: apart
+// they stay apart, and on one CPU the mover moves off it on a busy host
+// too (the small-traffic rule), as PeerShares then says.
+func TestPlace_LargeTrafficKeepsAnotherGroupApart(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		cpuA, cpuB int
+		move       bool
+	}{
+		{"Apart", 2, 3, false},
+		{"Together", 3, 3, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			placeHooks(t, 3, false)
+			steadyTraffic(t)
+			placeOtherGroup = func(uint32) bool { return true }
+			t.Cleanup(func() { placeOtherGroup = otherGroup })
+			var first atomic.Pointer[Transport]
+			placeCPUs = func(tr *Transport) int {
+				if tr == first.Load() {
+					return c.cpuA
+				}
+				return c.cpuB
+			}
+			placeJoin = func(cpu, to int) bool { return true }
+			a := listen(t, Config{})
+			first.Store(a)
+			b := listen(t, Config{})
+			// Together, ping-pong until the mover moved (or 20 s went by).
+			pingPongSize(t, a, b, 100, 64<<10)
+			for end := time.Now().Add(20 * time.Second); c.move && a.moves.Load()+b.moves.Load() == 0 && time.Now().Before(end); {
+				pingPongSize(t, a, b, 20, 64<<10)
+			}
+			if localPeer(a) == nil || localPeer(b) == nil {
+				t.Fatal("same-host peers not listed")
+			}
+			if !a.bigTraffic(time.Since(placeEpoch)) || !a.groupsApart() {
+				t.Fatal("no large traffic, or the peer not of another group")
+			}
+			if a.joins.Load()+b.joins.Load() != 0 {
+				t.Fatalf("joined %d, %d times", a.joins.Load(), b.joins.Load())
+			}
+			if moved := a.moves.Load()+b.moves.Load() != 0; moved != c.move {
+				t.Fatalf("moves apart %d, %d, want moving %v", a.moves.Load(), b.moves.Load(), c.move)
+			}
+		})
+	}
+}
