@@ -573,6 +573,7 @@ func (l *loop) OnOpen(c gnet.Conn) ([]byte, gnet.Action) {
 	if t.spin.tasks == nil {
 		t.spin.tasks = gnetTasks(c.EventLoop())
 		t.gtasks.Store(t.spin.tasks)
+		t.epfd = gnetEpoll(c.EventLoop())
 	}
 	if _, ok := c.Context().(parkMark); ok {
 		if t.el.Load() == nil {

@@ -234,7 +234,14 @@ type Transport struct {
 
 	// gtasks is gnet's task flag (gnetTasks): Poll hands a parked loop
 	// back when gnet has queued it work (handbacks counts it, tests).
-	gtasks    atomic.Pointer[int32]
+	gtasks atomic.Pointer[int32]
+	// epfd is the loop's epoll descriptor (gnetEpoll), epOut the
+	// sockets taken out of it while the loop is held (epoll.go); loop
+	// goroutine only.
+	epfd  int
+	epOut []int
+	// parkConns is parkTask's copy of fdv (loop goroutine).
+	parkConns []*tconn
 	handbacks atomic.Int64
 	// dialing counts dial goroutines started and not yet running.
 	dialing atomic.Int32
