@@ -65,9 +65,9 @@ import (
 //
 // Records (ring record types; all fields little-endian, untrusted on read):
 //
-//	recEager: eagerHdr(16 or 24) payload
+//	recEager: eagerHdr(16, 24 or 32) payload
 //	recRTS:   msgHdr(32) cookie u64, niov u32, pad u32, niov*(addr u64, len u64)
-//	recACK:   cookie u64, status u32 (0 read, 1 discarded)
+//	recACK:   cookie u64, status u32 (0 read, 1 discarded, 2 not read: EIO)
 //	recCTS:   cookie u64
 //	recSeg:   cookie u64, offset u64, payload
 //	recSwitch: segment size u64, name length u32, pad u32, name
@@ -100,7 +100,8 @@ const (
 const (
 	msgHdrLen = 32
 	// eagerHdrMin and eagerHdrMax bound the eager header (without and
-	// with the data word); eager sizing uses msgHdrLen, which exceeds both.
+	// with the data word; a slot record's length word adds 8 to either);
+	// eager sizing uses msgHdrLen, which is at least each of them.
 	eagerHdrMin = 16
 	eagerHdrMax = 24
 	// eagerSlotMin is the smallest eager payload that may go in a slot
