@@ -114,13 +114,14 @@ func (t *Transport) sendHuge(b []byte) {
 // it, allocating on the first large send (seen as 6 allocations in
 // TestFirstRendezvous_DoesNotAllocate).
 var hugeWork struct {
-	once sync.Once
-	mu   sync.Mutex
-	q    [hugeSeenN]uintptr
-	n    int
-	word atomic.Uint32 // 1: blocks queued; the worker sleeps while 0
-	on   atomic.Bool   // the worker runs
-	done atomic.Uint64 // blocks advised, for tests
+	once   sync.Once
+	mu     sync.Mutex
+	q      [hugeSeenN]uintptr
+	n      int
+	word   atomic.Uint32 // 1: blocks queued; the worker sleeps while 0
+	on     atomic.Bool   // the worker runs
+	queued atomic.Uint64 // blocks handed over, for tests
+	done   atomic.Uint64 // blocks advised, for tests
 }
 
 // startHugeWorker starts the goroutine that advises the blocks sendHuge
@@ -144,6 +145,7 @@ func queueHuge(blk uintptr) {
 	if ok {
 		hugeWork.q[hugeWork.n] = blk
 		hugeWork.n++
+		hugeWork.queued.Add(1)
 	}
 	hugeWork.mu.Unlock()
 	if ok {
