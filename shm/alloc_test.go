@@ -115,9 +115,27 @@ func (s *fixedSink) PeerDown(transport.Peer, transport.Code)     {}
 // and their rings have grown, the first rendezvous messages of a size
 // (issue 12: no allocation on the first send or receive of a size)
 // allocate nothing either way, by single copy or segments: the peers'
-// tables and the free lists of the bookkeeping start with room.
+// tables and the free lists of the bookkeeping start with room. The
+// runtime allocates now and then on its own: a thread it starts when
+// ReadMemStats restarts the world and finds no idle one (6 allocations:
+// newm from startTheWorld's wakep, about 1 run in 150 under load), so
+// the test fails only when three fresh pairs in a row allocate.
 func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 	testDir(t)
+	var size int
+	var n uint64
+	for range 3 {
+		if size, n = firstRendezvousAllocs(t); n == 0 {
+			return
+		}
+	}
+	t.Errorf("first round trips of %d bytes: %d allocations, three times in a row", size, n)
+}
+
+// firstRendezvousAllocs makes a fresh pair, grows its rings, and counts
+// the allocations of the first round trips of each rendezvous size; it
+// returns the first size that allocated and its count, or 0, 0.
+func firstRendezvousAllocs(t *testing.T) (int, uint64) {
 	// Grown rings stay (ShrinkAfter an hour): a pause of ShrinkAfter
 	// between the warm-up and the measured rounds (a loaded host) would
 	// shrink one, and the next segment try would grow it again,
@@ -128,11 +146,17 @@ func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 	round(8) // connects both ways
 	// The first try of segments (a class's firstBurst-th message) grows
 	// the rings, a file each way; after that no size allocates, whichever
-	// way it goes. (From SplitMin single copy is the only way: 32 KiB is
-	// below it.)
+	// way it goes. (From MsgHugeMin single copy is the only way: 128 KiB
+	// is below it.)
 	for range firstBurst + exploreBurst {
-		round(32 << 10)
+		round(128 << 10)
 	}
+	// No collection during the counted rounds: the warm-up's garbage
+	// (the replaced rings) could start one there, and the runtime's mark
+	// workers allocate for themselves (a sudog in gcMarkDone: 1-2
+	// allocations in about 1 run of 20 under load).
+	runtime.GC()
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
 	for _, size := range []int{32 << 10, 64 << 10, 256 << 10, 1 << 20} { // from SplitMin: split copies
 		var m0, m1 runtime.MemStats
 		runtime.ReadMemStats(&m0)
@@ -141,9 +165,10 @@ func TestFirstRendezvous_DoesNotAllocate(t *testing.T) {
 		}
 		runtime.ReadMemStats(&m1)
 		if n := m1.Mallocs - m0.Mallocs; n != 0 {
-			t.Errorf("first round trips of %d bytes: %d allocations", size, n)
+			return size, n
 		}
 	}
+	return 0, 0
 }
 
 // TestFirstSegmentTry_DoesNotAllocate: a peer's first rendezvous by
