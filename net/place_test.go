@@ -154,9 +154,11 @@ func localPeer(tr *Transport) *peer {
 
 // Two endpoints of one host learn where the other polls from the stamps
 // on its frames; of the two, exactly one stays (outranks) and only the
-// other moves off the CPU they share, when the host is quiet.
+// other moves off the CPU they share, when the host is quiet. Both poll
+// all through (steadyTraffic; see TestPlace_NoMoveOnABusyHost).
 func TestPlace_SameHostPeerMovesOffTheSharedCPU(t *testing.T) {
 	moves := placeHooks(t, 3, true)
+	steadyTraffic(t)
 	a := listen(t, Config{})
 	b := listen(t, Config{})
 	pingPong(t, a, b, 400)
@@ -183,9 +185,14 @@ func TestPlace_SameHostPeerMovesOffTheSharedCPU(t *testing.T) {
 }
 
 // On a busy host nobody moves (hostQuiet): apart, each would share its
-// CPU with other programs.
+// CPU with other programs. Both poll all through (steadyTraffic): a Poll
+// beside an idle target's loop moves whatever the load
+// (TestPlace_InitiatorMovesOffAnIdleTargetsLoop), and a loop's stamps
+// said idle here whenever the host kept the test's goroutine from
+// polling for a while (-race, load 17-19: 1 run in ~30).
 func TestPlace_NoMoveOnABusyHost(t *testing.T) {
 	moves := placeHooks(t, 3, false)
+	steadyTraffic(t)
 	a := listen(t, Config{})
 	b := listen(t, Config{})
 	pingPong(t, a, b, 800)
