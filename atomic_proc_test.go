@@ -217,7 +217,10 @@ func atomicSpinLock(n *rmaNode, dest Addr, key, me uint64, locks int) error {
 	mine, zero, res, cntr := make([]byte, 8), make([]byte, 8), make([]byte, 8), make([]byte, 8)
 	ne64.PutUint64(mine, me)
 	for i := 0; i < locks; i++ {
-		for spins := 0; ; spins++ {
+		// Bounded by time, not tries: a holder the host keeps off its
+		// CPU holds the lock however fast the others' CSwaps come back.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
 			err := atomicDo(n, func(ctx any) error {
 				return n.ep.CompareAtomic(mine, 1, nil, zero, nil, res, nil, dest, atomicWordLock, key, Uint64, OpCSwap, ctx)
 			})
@@ -227,8 +230,8 @@ func atomicSpinLock(n *rmaNode, dest Addr, key, me uint64, locks int) error {
 			if ne64.Uint64(res) == 0 {
 				break
 			}
-			if spins > 1e6 {
-				return fmt.Errorf("lock %d: held by %d for a million tries", i, ne64.Uint64(res))
+			if time.Now().After(deadline) {
+				return fmt.Errorf("lock %d: held by %d for 60 s", i, ne64.Uint64(res))
 			}
 		}
 		if err := atomicDo(n, func(ctx any) error { return n.ep.Read(cntr, nil, dest, atomicWordCntr, key, ctx) }); err != nil {
