@@ -68,6 +68,17 @@ func (t *Transport) epollOff(conns []*tconn) {
 	}
 }
 
+// epollOffAll is epollOff of every connection of fdv, copied under mu
+// into the caller's scratch slice (left cleared, so that it holds no
+// connection alive).
+func (t *Transport) epollOffAll(scratch *[]*tconn) {
+	t.mu.Lock()
+	*scratch = append((*scratch)[:0], t.fdv...)
+	t.mu.Unlock()
+	t.epollOff(*scratch)
+	clear(*scratch)
+}
+
 // epollOn puts back what epollOff took out (loop goroutine only), with
 // the events gnet registers a connection for (netpoll.ReadEvents,
 // level-triggered): bytes that came meanwhile are reported at once.

@@ -234,11 +234,7 @@ func (t *Transport) parkTask(context.Context) error {
 	t.parks.Add(1)
 	t.parked.Store(true)
 	t.pmu.Unlock()
-	t.mu.Lock()
-	t.parkConns = append(t.parkConns[:0], t.fdv...)
-	t.mu.Unlock()
-	t.epollOff(t.parkConns)
-	clear(t.parkConns)
+	t.epollOffAll(&t.parkConns)
 	defer t.epollOn()
 	for {
 		t.ptimer.Reset(parkTick)

@@ -573,17 +573,7 @@ func moveTo(cpu, to int) bool {
 	if to == cpu || getCPU() != cpu || unix.SchedGetaffinity(0, &m) != nil || !m.IsSet(to) {
 		return false
 	}
-	var one unix.CPUSet
-	one.Set(to)
-	if unix.SchedSetaffinity(0, &one) != nil {
-		return false
-	}
-	for unix.SchedSetaffinity(0, &m) != nil {
-		for i := range m {
-			m[i] |= ^m[i]
-		}
-	}
-	return true
+	return hop(to, &m)
 }
 
 // moveAway moves the calling thread from cpu to the next CPU of its mask
@@ -609,12 +599,19 @@ func moveAway(cpu int) bool {
 	if to < 0 || to == cpu {
 		return false
 	}
+	return hop(to, &m)
+}
+
+// hop migrates the calling (locked) thread to CPU to by binding it there
+// alone, then restores its mask m at once. It reports whether the bind
+// took.
+func hop(to int, m *unix.CPUSet) bool {
 	var one unix.CPUSet
 	one.Set(to)
 	if unix.SchedSetaffinity(0, &one) != nil {
 		return false
 	}
-	for unix.SchedSetaffinity(0, &m) != nil {
+	for unix.SchedSetaffinity(0, m) != nil {
 		// Only if the mask's CPUs went offline meanwhile: widen to every
 		// CPU rather than leave the thread bound.
 		for i := range m {

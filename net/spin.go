@@ -128,11 +128,7 @@ func (t *Transport) loopSpin() {
 		return
 	}
 	start := now
-	t.mu.Lock()
-	s.conns = append(s.conns[:0], t.fdv...)
-	t.mu.Unlock()
-	t.epollOff(s.conns)
-	clear(s.conns)
+	t.epollOffAll(&s.conns)
 	defer t.epollOn()
 	for pass := 1; ; pass++ {
 		if t.closing.Load() || t.handshakes.Load() != 0 || t.parkWanted() {
