@@ -32,19 +32,7 @@ func TestTransport_ReceiveCompletesOnlyWithItsACKWritten(t *testing.T) {
 			if done, c := p.a.Send(p.ab, &h, [][]byte{big}, 1); done || c != 0 {
 				t.Fatalf("rendezvous send: done %v code %d", done, c)
 			}
-			sent := 0
-			for ; sent < 1000; sent++ {
-				m := seqMsg(sent, 8)
-				if sent == 0 {
-					m = seqMsg(sent, first)
-				}
-				hh := transport.Header{Kind: transport.KindTagged, Tag: 7, Len: uint64(len(m))}
-				if _, c := p.b.Send(p.ba, &hh, [][]byte{m}, 2); c == transport.EAgain {
-					break
-				} else if c != 0 {
-					t.Fatalf("b's send %d: code %d", sent, c)
-				}
-			}
+			sent := fillBack(t, p, first)
 			// The receiver progresses until its receive completes, the
 			// sender too while it does not; then only the sender.
 			for i := 0; p.sb.n == 0; i++ {
@@ -70,4 +58,25 @@ func TestTransport_ReceiveCompletesOnlyWithItsACKWritten(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fillBack fills b's ring to a with tagged messages until it is full
+// (EAgain) and returns how many went: the first of first bytes, the rest
+// of 8, each numbered by seqMsg.
+func fillBack(t *testing.T, p *tpair, first int) int {
+	t.Helper()
+	sent := 0
+	for ; sent < 1000; sent++ {
+		m := seqMsg(sent, 8)
+		if sent == 0 {
+			m = seqMsg(sent, first)
+		}
+		hh := transport.Header{Kind: transport.KindTagged, Tag: 7, Len: uint64(len(m))}
+		if _, c := p.b.Send(p.ba, &hh, [][]byte{m}, 2); c == transport.EAgain {
+			break
+		} else if c != 0 {
+			t.Fatalf("b's send %d: code %d", sent, c)
+		}
+	}
+	return sent
 }

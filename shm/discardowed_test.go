@@ -34,19 +34,7 @@ func TestTransport_DiscardCompletesOnlyWithItsACKWritten(t *testing.T) {
 				if done, c := p.a.Send(p.ab, &h, [][]byte{big}, 1); done || c != 0 {
 					t.Fatalf("rendezvous send: done %v code %d", done, c)
 				}
-				sent := 0
-				for ; sent < 1000; sent++ {
-					m := seqMsg(sent, 8)
-					if sent == 0 {
-						m = seqMsg(sent, first)
-					}
-					hh := transport.Header{Kind: transport.KindTagged, Tag: 7, Len: uint64(len(m))}
-					if _, c := p.b.Send(p.ba, &hh, [][]byte{m}, 2); c == transport.EAgain {
-						break
-					} else if c != 0 {
-						t.Fatalf("b's send %d: code %d", sent, c)
-					}
-				}
+				sent := fillBack(t, p, first)
 				deadline := time.Now().Add(20 * time.Second)
 				for p.sb.n == 0 {
 					if time.Now().After(deadline) || len(p.sb.errs) > 0 {
