@@ -239,7 +239,7 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	}
 	eager := hdr.Len <= uint64(t.cfg.MaxEager)
 	push := !eager && p.canPush(hdr.Len)
-	if hdr.Len >= colocateMin {
+	if hdr.Len >= colocateMin && hdr.Len < colocateMax {
 		t.noteBig()
 	}
 	cost := int64(hdrSize)

@@ -74,6 +74,14 @@ import (
 // its peers all run in other scheduling groups (groupsApart).
 const colocateMin = 32 << 10
 
+// colocateMax: messages of this many bytes or more do not count as large
+// traffic (RMA still does). At 1 MiB a pair on one CPU lost to a pair
+// apart on a quiet host: alternated, load 1.2-1.5, near (55-69 ns), 1 MiB
+// x 500 ping-pong 234 against 279 us per transfer (medians of 16 rounds,
+// faster in 14; Go net 240-250), while 64 KiB gained on one CPU in every
+// set measured. Between the two sizes nothing was measured.
+const colocateMax = 256 << 10
+
 // bigQuiet is a variable for the tests alone, as appIdle: a test run
 // under -race on a loaded host leaves more than 20 ms between two of a
 // ping-pong's messages now and then, and a test that means large traffic

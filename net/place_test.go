@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -930,6 +931,35 @@ func TestPlace_LargeTrafficKeepsAnotherGroupApart(t *testing.T) {
 			}
 			if moved := a.moves.Load()+b.moves.Load() != 0; moved != c.move {
 				t.Fatalf("moves apart %d, %d, want moving %v", a.moves.Load(), b.moves.Load(), c.move)
+			}
+		})
+	}
+}
+
+// Messages from colocateMin up to colocateMax count as large traffic;
+// smaller and larger ones do not (colocateMax: at 1 MiB the pair apart
+// was faster on a quiet host).
+func TestPlace_LargeTrafficSizeWindow(t *testing.T) {
+	for _, c := range []struct {
+		size int
+		big  bool
+	}{
+		{8, false},
+		{colocateMin - 1, false},
+		{colocateMin, true},
+		{64 << 10, true},
+		{colocateMax - 1, true},
+		{colocateMax, false},
+		{1 << 20, false},
+	} {
+		t.Run(strconv.Itoa(c.size), func(t *testing.T) {
+			a := listen(t, Config{})
+			b := listen(t, Config{})
+			pingPongSize(t, a, b, 3, c.size)
+			for _, tr := range []*Transport{a, b} {
+				if got := tr.bigAt.Load() != 0; got != c.big {
+					t.Fatalf("%d-byte messages: large traffic noted %v, want %v", c.size, got, c.big)
+				}
 			}
 		})
 	}

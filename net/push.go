@@ -115,7 +115,7 @@ func (tc *tconn) pushStart(f *frame) (bool, error) {
 	if f.length > maxWirePush || f.length == 0 {
 		return false, fmt.Errorf("%w: PUSH length %d", errProto, f.length)
 	}
-	if f.length >= colocateMin {
+	if f.length >= colocateMin && f.length < colocateMax {
 		t.noteBig()
 	}
 	sync := tc.owner && t.sink != nil
