@@ -31,7 +31,7 @@
 // one that should move leaves a CPU its peer polls on while the host is
 // quiet (place.go): two processes that a wake-up put on one CPU
 // otherwise hand it back and forth for the whole run. While messages of
-// 32 KiB or more flow, that side joins its peer's CPU instead, when it is
+// 32 KiB up to 256 KiB (or RMA of 32 KiB or more) flow, that side joins its peer's CPU instead, when it is
 // its only same-host peer (a large payload's copies cost less on one CPU
 // than across two). An application
 // polling for the answers of an idle target, whose loop serves them
