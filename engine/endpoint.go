@@ -115,8 +115,7 @@ type Endpoint struct {
 	discarder transport.Discarder
 	// drops: FI_DISCARD completions waiting until the transport has told
 	// the sender (discardUx), by the index in their op token
-	drops    []Entry
-	dropLive []bool
+	drops    []heldDrop
 	dropFree []uint32
 	// maxEager is tr.MaxEager(), read once (a fixed figure of every
 	// transport): the inject check stays off an interface call.
@@ -1204,24 +1203,30 @@ func (ep *Endpoint) discardUx(i uint32, e Entry) {
 		di = ep.dropFree[n-1]
 		ep.dropFree = ep.dropFree[:n-1]
 	} else {
-		ep.drops = append(ep.drops, Entry{})
-		ep.dropLive = append(ep.dropLive, false)
+		ep.drops = append(ep.drops, heldDrop{})
 		di = uint32(len(ep.drops) - 1)
 	}
-	ep.drops[di], ep.dropLive[di] = e, true
+	ep.drops[di] = heldDrop{e: e, live: true}
 	if !ep.discarder.DiscardOp(u.peer, u.cookie, transport.Op(tokFetch|tokDrop|uint64(di))) {
 		return // dropDone reports it
 	}
 	ep.dropDone(di)
 }
 
+// heldDrop is a discard's completion held until the transport has told
+// the sender (live while held).
+type heldDrop struct {
+	e    Entry
+	live bool
+}
+
 // dropDone reports the discard held in drops[di] (discardUx).
 func (ep *Endpoint) dropDone(di uint32) {
-	if int(di) >= len(ep.drops) || !ep.dropLive[di] {
+	if int(di) >= len(ep.drops) || !ep.drops[di].live {
 		return
 	}
-	e := ep.drops[di]
-	ep.drops[di], ep.dropLive[di] = Entry{}, false
+	e := ep.drops[di].e
+	ep.drops[di] = heldDrop{}
 	ep.dropFree = append(ep.dropFree, di)
 	ep.dropReport(&e)
 }

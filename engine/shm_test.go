@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -362,7 +361,7 @@ func discardScenario(t *testing.T, claim bool, first int) bool {
 	if c := b.Recv(args, "discard"); c != 0 {
 		t.Fatal(c)
 	}
-	deferred := slices.Contains(b.dropLive, true)
+	deferred := b.dropsHeld()
 	if e := find(cb, "discard", ca, "the discard"); e.Err != 0 {
 		t.Fatalf("discard: %v", e.Err)
 	}
