@@ -74,22 +74,7 @@ func bounceScenario(t *testing.T, cfg TransportConfig, kind transport.Kind, size
 	p := newTPair(t, cfg)
 	defer func() { _ = p.a.Close(); _ = p.b.Close() }()
 	h := transport.Header{Kind: kind, Tag: 7}
-	sent := 0
-	for sent < fill {
-		m := seqMsg(sent, 8)
-		if sent == 0 {
-			m = seqMsg(sent, first)
-		}
-		h.Len = uint64(len(m))
-		done, c := p.a.Send(p.ab, &h, [][]byte{m}, 2)
-		if c == transport.EAgain {
-			break
-		}
-		if c != 0 || !done {
-			t.Fatalf("fill %d: eager send %d: done %v code %d", fill, sent, done, c)
-		}
-		sent++
-	}
+	sent := fillRing(t, p, &h, fill, first)
 	big := seqMsg(1<<20, size)
 	h.Len = uint64(size)
 	m := bytes.Clone(big)

@@ -75,19 +75,7 @@ func growthScenario(t *testing.T, cfg TransportConfig, kind transport.Kind, size
 			t.Fatalf("fill %d: the receiver did not start the fetch (%d in progress)", fill, len(p.sb.bufs))
 		}
 	}
-	sent := 0
-	for sent < fill {
-		m := seqMsg(sent, 8)
-		h.Len = uint64(len(m))
-		done, c := p.a.Send(p.ab, &h, [][]byte{m}, 2)
-		if c == transport.EAgain {
-			break
-		}
-		if c != 0 || !done {
-			t.Fatalf("fill %d: eager send %d: done %v code %d", fill, sent, done, c)
-		}
-		sent++
-	}
+	sent := fillRing(t, p, &h, fill, 8)
 	if size > 0 {
 		// The sender progresses until its send completes, the receiver
 		// too while it does not.
@@ -144,4 +132,29 @@ func seq(lo, hi int) []int {
 		s = append(s, i)
 	}
 	return s
+}
+
+// fillRing sends up to fill numbered eager messages from a to b (the
+// first of first bytes, the rest of 8; h's kind and tag) until the ring
+// is full, each of which must complete at once, and returns how many
+// went.
+func fillRing(t *testing.T, p *tpair, h *transport.Header, fill, first int) int {
+	t.Helper()
+	sent := 0
+	for sent < fill {
+		m := seqMsg(sent, 8)
+		if sent == 0 {
+			m = seqMsg(sent, first)
+		}
+		h.Len = uint64(len(m))
+		done, c := p.a.Send(p.ab, h, [][]byte{m}, 2)
+		if c == transport.EAgain {
+			break
+		}
+		if c != 0 || !done {
+			t.Fatalf("fill %d: eager send %d: done %v code %d", fill, sent, done, c)
+		}
+		sent++
+	}
+	return sent
 }
