@@ -25,6 +25,9 @@ type collJob struct {
 	n     int
 	cases []colltest.Case
 	kill  int // rank that exits in the middle of the last case (-1: none)
+	// killed returns once the dying rank's process has exited (the
+	// parent watches it; a peer is told over its control link).
+	killed func()
 }
 
 func collJobArg(prov string, n, rank, kill int, seed uint64) string {
@@ -67,8 +70,10 @@ func (j *collJob) run() error {
 		// post. Were the others already waiting, its post could run the
 		// whole collective: a shared-memory step advances inside the post
 		// through every phase the others have already arrived at, and the
-		// others would then legitimately complete.
-		time.Sleep(500 * time.Millisecond)
+		// others would then legitimately complete. So the others post
+		// only once its process has exited, which is no guess about how
+		// long its post takes.
+		j.killed()
 	}
 	if err := j.r.post(c, buf, res, nil); err != nil {
 		return err
@@ -80,7 +85,6 @@ func (j *collJob) run() error {
 		time.Sleep(50 * time.Millisecond)
 		os.Exit(0)
 	}
-	start := time.Now()
 	var err error
 	if j.r.rank%2 == 1 {
 		err = j.r.sreadColl(30 * time.Second) // asleep between progress passes
@@ -97,7 +101,6 @@ func (j *collJob) run() error {
 	if err := j.r.ep.Barrier(j.r.mc.Addr(), nil); err == nil {
 		return fmt.Errorf("rank %d: a barrier on the broken group was accepted", j.r.rank)
 	}
-	_ = start
 	return nil
 }
 
@@ -105,6 +108,7 @@ func init() {
 	peerRoles["coll"] = func(t *testing.T, l *link, arg string) {
 		prov, n, rank, kill, seed := parseCollJobArg(t, arg)
 		j := &collJob{n: n, kill: kill, cases: collCases(n, seed, 1)}
+		j.killed = func() { l.expect("killed") }
 		j.r = &collRank{node: openNode(t, prov, nodeCfg{caps: collCaps}), rank: rank}
 		l.send("addr", j.r.names())
 		names := l.expect("names")
@@ -154,13 +158,27 @@ func checkLocal(r *collRank) error {
 	return nil
 }
 
-// runCollJob runs an n-rank job over prov with this process as rank 0.
+// runCollJob runs an n-rank job over prov with this process as rank 0
+// (which never is the dying rank: kill is -1 or in 1..n-1).
 func runCollJob(t *testing.T, prov string, n, kill int, seed uint64) {
 	peers := make([]*peerProc, n)
 	for i := 1; i < n; i++ {
 		peers[i] = startPeer(t, "coll", collJobArg(prov, n, i, kill, seed), 90*time.Second)
 	}
 	j := &collJob{n: n, kill: kill, cases: collCases(n, seed, 1)}
+	j.killed = func() {
+		if err := peers[kill].exited(t); err != nil {
+			var ee interface{ ExitCode() int }
+			if errors.As(err, &ee) && ee.ExitCode() != 0 {
+				t.Fatalf("dying rank exited with %v", err)
+			}
+		}
+		for i := 1; i < n; i++ {
+			if i != kill {
+				peers[i].send("killed")
+			}
+		}
+	}
 	j.r = &collRank{node: openNode(t, prov, nodeCfg{caps: collCaps}), rank: 0}
 	names := []string{j.r.names()}
 	for i := 1; i < n; i++ {
@@ -182,13 +200,7 @@ func runCollJob(t *testing.T, prov string, n, kill int, seed uint64) {
 	}
 	for i := 1; i < n; i++ {
 		if i == kill {
-			if err := peers[i].exited(t); err != nil {
-				var ee interface{ ExitCode() int }
-				if errors.As(err, &ee) && ee.ExitCode() != 0 {
-					t.Fatalf("dying rank exited with %v", err)
-				}
-			}
-			continue
+			continue // j.killed saw it exit
 		}
 		peers[i].expect("ok")
 		peers[i].wait(t)
