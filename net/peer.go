@@ -583,6 +583,7 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 	}
 	p.epoch++
 	p.instance = 0
+	t.dropLocal(p)
 	p.peerWindow = 0
 	p.credit = minWindow
 	p.recvUsed = 0

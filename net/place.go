@@ -316,6 +316,34 @@ func (t *Transport) addLocal(p *peer) {
 	t.localMu.Unlock()
 }
 
+// dropLocal takes p off the peers whose places this side reads (p.mu
+// held), when its connections are torn down: a later same-host peer then
+// finds the list as it would have without p. A list that only grew kept
+// every client a server ever served, so a server that served two clients
+// one after the other never joined (joinable) or judged its peers apart
+// (peersApart) again. A handshake with p's next incarnation lists it
+// again (addLocal); its stamp starts unknown.
+func (t *Transport) dropLocal(p *peer) {
+	if !p.local {
+		return
+	}
+	p.local = false
+	p.place.Store(0)
+	t.localMu.Lock()
+	var l *[]*peer
+	if old := t.local.Load(); old != nil && len(*old) > 1 {
+		rest := make([]*peer, 0, len(*old)-1)
+		for _, q := range *old {
+			if q != p {
+				rest = append(rest, q)
+			}
+		}
+		l = &rest
+	}
+	t.local.Store(l) // nil with none left: no same-host peer (notePlace)
+	t.localMu.Unlock()
+}
+
 // outranks reports whether a peer with pid and instance id inst stays
 // rather than this side when both poll from their applications.
 func (t *Transport) outranks(pid uint32, inst uint64) bool {

@@ -964,3 +964,49 @@ func TestPlace_LargeTrafficSizeWindow(t *testing.T) {
 		})
 	}
 }
+
+// A same-host peer whose connections close leaves the list of peers whose
+// places this side reads: a server that served one client and then
+// another has one same-host peer again, the one it talks to, and large
+// traffic with it joins (the list only grew before: the server kept both
+// and never joined again).
+func TestPlace_ClosedPeerLeavesTheList(t *testing.T) {
+	placeHooks(t, 3, true)
+	steadyTraffic(t)
+	s := listen(t, Config{})
+	placeCPUs = func(tr *Transport) int {
+		if tr == s {
+			return 2
+		}
+		return 3
+	}
+	placeJoin = func(cpu, to int) bool { return true }
+	a := listen(t, Config{})
+	pingPong(t, s, a, 3)
+	if localPeer(s) == nil {
+		t.Fatal("the first client is not listed")
+	}
+	a.Close()
+	ss := newSink()
+	pollUntil(t, "the closed client to leave the list", func() bool { return s.local.Load() == nil && len(ss.downs) != 0 }, s, ss)
+	b := listen(t, Config{})
+	pingPongSize(t, s, b, 50, 64<<10)
+	pb := localPeer(s)
+	if l := s.local.Load(); pb == nil {
+		n := 0
+		if l != nil {
+			n = len(*l)
+		}
+		t.Fatalf("the server lists %d same-host peers, want the second client alone", n)
+	}
+	if pb.place.Load()&placeCPU != 3+1 {
+		t.Fatalf("the second client's stamp %#x, want CPU 3", pb.place.Load())
+	}
+	mover := s
+	if !pb.outranks.Load() {
+		mover = b
+	}
+	if mover.joins.Load() == 0 || s.joins.Load()+b.joins.Load() != mover.joins.Load() {
+		t.Fatalf("joins: server %d, second client %d; want the outranked side's alone", s.joins.Load(), b.joins.Load())
+	}
+}
