@@ -54,7 +54,9 @@ import (
 // (see sendBounce).
 //
 // Protocols by size:
-//   - eager (at most MaxEager bytes): the payload rides in the record;
+//   - eager (at most MaxEager bytes): the payload rides in the record
+//     (above farMin, to a peer whose CPU shares no cache with ours, by
+//     rendezvous instead: see farMin);
 //   - rendezvous (larger): the record carries the addresses of the sender's
 //     buffers. When a receive matches, the receiver copies straight out of
 //     the sender's memory with process_vm_readv (single copy) and answers
@@ -345,6 +347,11 @@ type peer struct {
 	bell   *Region        // their region, opened to nudge them when we send them nothing
 	inIdx  int
 	noCMA  bool // single copy refused or unsafe with this peer: segments
+	// far: eager copies to this peer above farMin have run slow (the two
+	// CPUs share no cache): such payloads go by rendezvous. copyVotes:
+	// the last 8 timed copies, bit set when slow (putEagerTimed).
+	far       bool
+	copyVotes uint8
 	// splitSkip: large fetches from the peer still to go unsplit after a
 	// split waited on it (split.go)
 	splitSkip int
@@ -943,6 +950,9 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	}
 	p.sends++
 	n := int(hdr.Len)
+	if n > farMin && n <= t.cfg.MaxEager && p.far && p.sends%farProbe != 0 && t.cma {
+		return t.sendRTS(p, hdr, iov, op, nil)
+	}
 	if n > p.eager {
 		if n > t.cfg.MaxEager {
 			return t.sendRTS(p, hdr, iov, op, nil)
@@ -962,8 +972,72 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 			return false, ringCode(err)
 		}
 	}
-	t.putEager(p, b, hdr, iov)
+	if n > farMin && (p.far || p.sends%farSample == 0) {
+		t.putEagerTimed(p, b, hdr, iov)
+	} else {
+		t.putEager(p, b, hdr, iov)
+	}
 	return true, 0
+}
+
+// Eager-sized payloads and placement. Above farMin an eager message costs
+// mostly its two copies through the ring, the sender's into lines the
+// receiver read last lap and the receiver's out of lines the sender just
+// wrote: cheap while the two CPUs share a cache, a cross-CPU transfer a
+// line when they do not, where libfabric's single copy (one
+// process_vm_readv) wins. Measured (perftest pingpong against fi_pingpong
+// -S, 10k, pinned, chrt -f 1, 2026-11-25, us per transfer): 8 KiB near
+// (cache-line round trip 70-80 ns) eager 1.36, rendezvous (single copy)
+// 3.0, fi 2.52; far (320-340 ns) eager 4.97, rendezvous 3.54, fi 3.94;
+// 16 KiB near 2.58 / 3.6 / 3.57, far 8.82 / 4.06 / 4.60. So the sender
+// times the copy of every farSample-th eager message above farMin
+// (putEagerTimed): 8 KiB took 0.93-1.02 us near (p10-p90, 8 GB/s) and
+// 1.6-4.2 far (2.3 GB/s at the median), 16 KiB 1.85-1.96 near. When most
+// of the last 8 such copies ran slower than farNsPerKiB, the peer is far
+// (peer.far): such payloads go by rendezvous, but for one in farProbe,
+// still sent eager and timed, until most copies are fast again.
+const (
+	farMin      = 6 << 10
+	farNsPerKiB = 250 // 4 GB/s: between near's 8-12 and far's 2-3
+	farSample   = 8
+	farProbe    = 64
+)
+
+// putEagerTimed is putEager timing the copy (not the publication or the
+// kick, which may wake a sleeping receiver) for the peer's placement vote.
+func (t *Transport) putEagerTimed(p *peer, b []byte, hdr *transport.Header, iov [][]byte) {
+	hl, n := eagerHdrMin, int(hdr.Len)
+	if hdr.Data != 0 {
+		hl = eagerHdrMax
+	}
+	slot := len(b) != hl+n
+	if slot {
+		hl += 8
+	}
+	start := time.Now()
+	fillEager(b[:hl+n], hdr, iov, headLine(b), slot)
+	d := time.Since(start)
+	_ = p.out.CommitPublish(recEager, len(b))
+	t.kick(p)
+	p.voteCopy(n, d)
+}
+
+// voteCopy counts an eager copy of n bytes that took d in the peer's
+// placement vote: slow above farNsPerKiB; far once 6 of the last 8 were
+// slow, near again once at most 2 were (a preempted copy is one slow
+// vote, not a verdict).
+func (p *peer) voteCopy(n int, d time.Duration) {
+	slow := uint8(0)
+	if d > time.Duration(n)*farNsPerKiB/1024 {
+		slow = 1
+	}
+	p.copyVotes = p.copyVotes<<1 | slow
+	switch k := bits.OnesCount8(p.copyVotes); {
+	case !p.far && k >= 6:
+		p.far = true
+	case p.far && k <= 2:
+		p.far = false
+	}
 }
 
 // SendEager is Send's common case alone (transport.EagerSender): a
@@ -975,6 +1049,9 @@ func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]
 	}
 	p := t.peers[pi]
 	n := int(hdr.Len)
+	if n > farMin && (p.far || (p.sends+1)%farSample == 0) {
+		return false, 0 // Send times or reroutes it
+	}
 	if p.out == nil || p.dead || p.failSend || p.connSlot >= 0 || n > p.eager ||
 		len(p.ctrl) > 0 || len(p.streams) > 0 {
 		return false, 0
@@ -1148,7 +1225,9 @@ func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op tra
 	if len(iov) > maxRTSIOV {
 		return false, transport.EInval
 	}
-	t.rdvAt.Store(int64(time.Since(placeEpoch)))
+	if int(hdr.Len) > t.cfg.MaxEager { // (see farMin)
+		t.rdvAt.Store(int64(time.Since(placeEpoch)))
+	}
 	if hdr.Len >= placeNoteMin {
 		t.notePlace()
 	}
@@ -1361,7 +1440,6 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	if !ok {
 		return true, 0, transport.EIO
 	}
-	t.rdvAt.Store(int64(time.Since(placeEpoch)))
 	if r.niov > 0 && r.size[0] >= placeNoteMin {
 		t.notePlace()
 	}
@@ -1372,6 +1450,9 @@ func (t *Transport) Fetch(pi transport.Peer, cookie uint64, dst [][]byte, op tra
 	total := 0
 	for i := 0; i < r.niov; i++ {
 		total += int(r.size[i])
+	}
+	if total > t.cfg.MaxEager { // (see farMin)
+		t.rdvAt.Store(int64(time.Since(placeEpoch)))
 	}
 	timed := t.cma && !p.noCMA && total < t.cmaMin
 	fc := &t.fetchCost[fetchClass(total)]

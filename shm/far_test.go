@@ -1,0 +1,83 @@
+package shm
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/gofi-dev/fi/transport"
+)
+
+// A peer whose eager copies ran slow (far: the CPUs share no cache) gets
+// payloads above farMin up to MaxEager by rendezvous, but for one in
+// farProbe still sent eager (and timed); smaller and larger payloads are
+// sent as before; every payload arrives whole and in order.
+func TestTransport_FarPeerTakesEagerSizesByRendezvous(t *testing.T) {
+	p := newTPair(t, TransportConfig{})
+	pa := p.a.peers[p.ab]
+	var want [][]byte
+	send := func(n int) {
+		m := seqMsg(len(want), n)
+		want = append(want, m)
+		p.send(transport.KindMsg, m)
+		p.until("the message", func() bool { return p.sb.n == len(want) })
+	}
+	send(64) // connected
+	pa.far, pa.copyVotes = true, 0xff
+	rdv := func() int { return int(p.sb.nextOp) }
+	const sends = 2 * farProbe
+	for range sends {
+		send(8 << 10)
+		pa.far, pa.copyVotes = true, 0xff // (a fast probe would vote it back)
+	}
+	wantRdv := sends - sends/farProbe
+	if !p.a.cma {
+		wantRdv = 0 // no single copy: eager stays the better
+	}
+	if got := rdv(); got != wantRdv {
+		t.Fatalf("far: %d of %d 8 KiB messages went by rendezvous, want %d", got, sends, wantRdv)
+	}
+	before := rdv()
+	for _, n := range []int{4 << 10, farMin} {
+		for range farProbe {
+			send(n)
+		}
+	}
+	if got := rdv() - before; got != 0 {
+		t.Fatalf("far: %d messages of at most farMin bytes went by rendezvous", got)
+	}
+	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
+		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
+	}
+	for i, m := range want {
+		if !bytes.Equal(p.sb.got[i], m) {
+			t.Fatalf("message %d (%d B) differs", i, len(m))
+		}
+	}
+}
+
+// The placement vote: far after 6 slow copies of the last 8, near again
+// after 6 fast ones; one slow copy (a preemption) among fast ones, or one
+// fast among slow, changes nothing.
+func TestPeer_VoteCopy(t *testing.T) {
+	const n = 8 << 10
+	slow := time.Duration(n*farNsPerKiB/1024) + time.Nanosecond
+	fast := slow / 4
+	p := &peer{}
+	steps := []struct {
+		d   time.Duration
+		far bool
+	}{
+		{slow, false}, {fast, false}, {slow, false}, {slow, false}, {slow, false}, {slow, false},
+		{slow, true}, // 6 of the last 7
+		{fast, true}, {slow, true}, {fast, true}, {fast, true}, {fast, true}, {fast, true},
+		{fast, false}, // 2 slow of the last 8
+		{slow, false}, {fast, false}, {fast, false},
+	}
+	for i, s := range steps {
+		p.voteCopy(n, s.d)
+		if p.far != s.far {
+			t.Fatalf("step %d (%v): far %v, want %v (votes %08b)", i, s.d, p.far, s.far, p.copyVotes)
+		}
+	}
+}
