@@ -143,6 +143,9 @@ type outEntry struct {
 	total int      // header + payload bytes
 	op    transport.Op
 	hasOp bool // SendDone(op) when the last byte is written
+	// splice: iov is an RMA write payload (no header), kept by the
+	// engine until the target answers: it may go by splice (splice.go).
+	splice bool
 }
 
 // writeDirect writes hdr and iov with one writev. The peer's mu is held.
@@ -248,7 +251,7 @@ func (tc *tconn) push() *outEntry {
 		tc.q = append(tc.q, outEntry{})
 	}
 	e := &tc.q[len(tc.q)-1]
-	e.nh, e.off, e.own = 0, 0, nil
+	e.nh, e.off, e.own, e.splice = 0, 0, nil, false
 	return e
 }
 
@@ -274,6 +277,7 @@ func (tc *tconn) pop(code transport.Code) {
 }
 
 func (tc *tconn) failQueue(code transport.Code) {
+	tc.t.sp.drop(tc) // bytes of its head entry may be in the pipe
 	for tc.qh < len(tc.q) {
 		tc.pop(code)
 	}
@@ -285,10 +289,25 @@ func (tc *tconn) failQueue(code transport.Code) {
 // is full (then the flusher is armed). The peer's mu is held.
 func (p *peer) flushLocked(tc *tconn) error {
 	for tc.qh < len(tc.q) {
+		if h := &tc.q[tc.qh]; h.splice {
+			handled, full, err := p.spliceLocked(tc, h)
+			if err != nil {
+				return err
+			}
+			if full {
+				return p.t.fl.arm(tc)
+			}
+			if handled {
+				continue
+			}
+		}
 		v := tc.iovs[:0]
 		want := 0
 		for i := tc.qh; i < len(tc.q) && len(v) < maxIOV; i++ {
 			e := &tc.q[i]
+			if e.splice && i > tc.qh {
+				break // it may go by splice once it is the head
+			}
 			skip := e.off
 			if skip < e.nh {
 				v = append(v, iovec(e.hdr[skip:e.nh]))

@@ -195,7 +195,7 @@ func (p *peer) rmaIssueLocked(r *rmaOp, pos, n uint64) transport.Code {
 	tc.header(hb, &frame{op: opRMA, cookie: uint64(id), length: uint64(hl) + rq.Payload})
 	rq.Encode(hb[hdrSize:])
 	r.inflight++
-	p.rmaWriteLocked(tc, hb, payload, q.Inject)
+	p.rmaWriteLocked(tc, hb, payload, q.Inject, q.Kind == transport.RMAWrite)
 	clear(payload)
 	tc.rmaPay = payload[:0]
 	return transport.OK
@@ -230,9 +230,14 @@ func window(dst [][]byte, iov [][]byte, pos, n uint64) [][]byte {
 // operation's buffers until it completes, and it completes only after the
 // target read every byte). A write error breaks the connection; the
 // request then fails with it.
-func (p *peer) rmaWriteLocked(tc *tconn, hb []byte, payload [][]byte, inject bool) {
+func (p *peer) rmaWriteLocked(tc *tconn, hb []byte, payload [][]byte, inject, write bool) {
+	if write && !inject && iovLen(payload) >= spliceMin && tc.t.sp.usable() && (spliceAlways || tc.t.peersApart()) {
+		p.rmaSpliceLocked(tc, hb, payload)
+		return
+	}
 	skip := 0
-	if tc.ready && tc.qh == len(tc.q) && len(payload) < maxIOV {
+	direct := tc.ready && tc.qh == len(tc.q) && len(payload) < maxIOV
+	if direct {
 		n, err := tc.writeDirect(hb, payload)
 		if err != nil && err != unix.EAGAIN {
 			p.breakLocked(tc, err)
@@ -260,7 +265,49 @@ func (p *peer) rmaWriteLocked(tc *tconn, hb []byte, payload [][]byte, inject boo
 			e.hasOp = false
 		}
 	}
-	if tc.ready && !tc.inEpoll {
+	var err error
+	switch {
+	case direct:
+		// The socket took part of it: the queue was empty, so no
+		// flush is pending (the flusher may be registered, tc.inEpoll,
+		// but not armed): arm it.
+		err = p.t.fl.arm(tc)
+	case tc.ready && !tc.inEpoll:
+		err = p.flushLocked(tc)
+	}
+	if err != nil {
+		p.breakLocked(tc, err)
+	}
+}
+
+// rmaSpliceLocked writes a large RMA write request: the header with
+// writev (or queued, copied), the payload as a queue entry by reference
+// that flushLocked sends by splice (splice.go). The payload is not
+// written with the header: spliced pages are read when the target reads
+// them, so they must be the engine's buffers, never a copy the transport
+// reuses.
+func (p *peer) rmaSpliceLocked(tc *tconn, hb []byte, payload [][]byte) {
+	skip := 0
+	direct := tc.ready && tc.qh == len(tc.q)
+	if direct {
+		n, err := tc.writeDirect(hb, nil)
+		if err != nil && err != unix.EAGAIN {
+			p.breakLocked(tc, err)
+			return
+		}
+		skip = max(n, 0)
+	}
+	if skip < len(hb) {
+		tc.enqueueCopy(hb, nil, skip, 0, false)
+	}
+	e := tc.push()
+	e.iov = append(e.iov[:0], payload...)
+	e.total = int(iovLen(payload))
+	e.hasOp = false
+	e.splice = true
+	// The queue was empty (direct): no flush is pending, whether or not
+	// the flusher has tc registered (tc.inEpoll).
+	if direct || tc.ready && !tc.inEpoll {
 		if err := p.flushLocked(tc); err != nil {
 			p.breakLocked(tc, err)
 		}

@@ -287,6 +287,7 @@ type Transport struct {
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]
 	answers   []*tconn // connections with gathered RMA answers (rma.go; the decoding goroutine)
+	sp        splicer  // the pipe large RMA write payloads go through (splice.go)
 
 	// Poll scratch (the engine's goroutine only).
 	pushRec [msgRecHdr]byte // a PUSH header offered from inside the decoder
@@ -854,6 +855,7 @@ func (t *Transport) Close() error {
 		p.mu.Unlock()
 	}
 	t.fl.close()
+	t.sp.close()
 	t.Wake()
 	t.sinkMu.Lock()
 	sink := t.sink
