@@ -3,6 +3,7 @@
 package net
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -49,5 +50,22 @@ func TestAllocs_EagerSteadyStateIsZero(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(5000, one); n != 0 {
 		t.Fatalf("%v allocations per eager message", n)
+	}
+}
+
+// A probe allocates nothing (it runs in Poll when large traffic flows).
+func TestProbeCPUs_NoAllocation(t *testing.T) {
+	if runtime.NumCPU() < 2 || runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two CPUs and two Ps")
+	}
+	prober.run()
+	n := testing.AllocsPerRun(20, func() {
+		for end := time.Now().Add(20 * time.Second); prober.busy.Load() && time.Now().Before(end); {
+		}
+		probeCPUs(0, 1)
+		cpusFar(0, 1)
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations per probe", n)
 	}
 }

@@ -31,9 +31,12 @@
 // one that should move leaves a CPU its peer polls on while the host is
 // quiet (place.go): two processes that a wake-up put on one CPU
 // otherwise hand it back and forth for the whole run. While messages of
-// 32 KiB up to 256 KiB (or RMA of 32 KiB or more) flow, that side joins its peer's CPU instead, when it is
-// its only same-host peer (a large payload's copies cost less on one CPU
-// than across two). An application
+// 32 KiB up to 256 KiB (or RMA of 32 KiB or more) flow, that side joins
+// its peer's CPU instead, when it is its only same-host peer (a large
+// payload's copies cost less on one CPU than across two); larger
+// messages join only when the two CPUs are far apart, which the polling
+// thread probes (a cache line's round trip, at most once a second;
+// distance.go). An application
 // polling for the answers of an idle target, whose loop serves them
 // (its stamps say so), moves off the loop's CPU whatever the load.
 // Two endpoints that dial each other at once converge to one connection

@@ -239,8 +239,8 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	}
 	eager := hdr.Len <= uint64(t.cfg.MaxEager)
 	push := !eager && p.canPush(hdr.Len)
-	if hdr.Len >= colocateMin && hdr.Len < colocateMax {
-		t.noteBig()
+	if hdr.Len >= colocateMin {
+		t.noteBig(hdr.Len)
 	}
 	cost := int64(hdrSize)
 	f := frame{op: opRTS, flags: hdr.Flags, kind: uint8(hdr.Kind), group: hdr.Group, tag: hdr.Tag, data: hdr.Data, length: hdr.Len}

@@ -74,12 +74,18 @@ import (
 // its peers all run in other scheduling groups (groupsApart).
 const colocateMin = 32 << 10
 
-// colocateMax: messages of this many bytes or more do not count as large
-// traffic (RMA still does). At 1 MiB a pair on one CPU lost to a pair
-// apart on a quiet host: alternated, load 1.2-1.5, near (55-69 ns), 1 MiB
-// x 500 ping-pong 234 against 279 us per transfer (medians of 16 rounds,
-// faster in 14; Go net 240-250), while 64 KiB gained on one CPU in every
-// set measured. Between the two sizes nothing was measured.
+// colocateMax: messages of this many bytes or more count as large
+// traffic only while the pair's two CPUs are far apart (cpusFar,
+// distance.go); RMA counts at every size from colocateMin. At 1 MiB a
+// pair on one CPU lost to a pair apart on a quiet host in the near
+// placement: alternated, load 1.2-1.5, near (55-69 ns), 1 MiB x 500
+// ping-pong 234 against 279 us per transfer (medians of 16 rounds,
+// faster in 14; Go net 240-250), while in the far placement the pair on
+// one CPU won: 1 MiB x 300, alternated, far (323-345 ns), load 17-19,
+// 385 against 707 us (medians of 5 rounds, faster in 4; Go net 226-922),
+// 256 KiB x 1000 99 against 138 (4 of 5). 64 KiB gained on one CPU in
+// every set measured, near and far (far, the same run: 26.0 against
+// 99.8, 5 of 5).
 const colocateMax = 256 << 10
 
 // bigQuiet is a variable for the tests alone, as appIdle: a test run
@@ -88,22 +94,70 @@ const colocateMax = 256 << 10
 // throughout widens it (TestPlace_LargeTrafficJoinsThePeersCPU).
 var bigQuiet = 20 * time.Millisecond
 
-// noteBig records that a large message went out or came in (Send,
-// pushStart) or a large RMA started (RMA). An RMA initiator then joins
-// the CPU of the idle target's loop instead of moving off it: 1 MiB
-// write bandwidth in the far placement (perftest rma -w 16, alternated,
-// load 13.8-15.3) 1449 -> 2727 MB/s (medians, nice -20, higher in 6 of
-// 6), 11 of 13 rounds higher in all (Go net bw 1924-4295); near
-// 2969 -> 2671 (nice -20, 5 rounds, Go net ~3590).
-func (t *Transport) noteBig() {
-	t.bigAt.Store(int64(time.Since(placeEpoch)))
+// noteBig records that a large message of n bytes went out or came in
+// (Send, pushStart) or a large RMA started (RMA, n 0). An RMA initiator
+// then joins the CPU of the idle target's loop instead of moving off it:
+// 1 MiB write bandwidth in the far placement (perftest rma -w 16,
+// alternated, load 13.8-15.3) 1449 -> 2727 MB/s (medians, nice -20,
+// higher in 6 of 6), 11 of 13 rounds higher in all (Go net bw 1924-4295);
+// near 2969 -> 2671 (nice -20, 5 rounds, Go net ~3590).
+func (t *Transport) noteBig(n uint64) {
+	now := int64(time.Since(placeEpoch))
+	if n >= colocateMax {
+		t.hugeAt.Store(now)
+		return
+	}
+	t.bigAt.Store(now)
 }
 
-// bigTraffic reports whether large messages flowed within bigQuiet of
-// now (since placeEpoch).
-func (t *Transport) bigTraffic(now time.Duration) bool {
-	at := t.bigAt.Load()
-	return at != 0 && now-time.Duration(at) < bigQuiet
+// bigTraffic reports whether large traffic flowed within bigQuiet of now
+// (since placeEpoch) for this side polling on CPU c: messages or RMA
+// counted by bigAt, or messages of colocateMax bytes or more while c and
+// the CPU the pair would share (otherCPU) are far apart (cpusFar). probe:
+// the caller is the polling thread, which probes the two CPUs when their
+// last probe is stale (probeCPUs; at most once per distEvery).
+func (t *Transport) bigTraffic(now time.Duration, c int, probe bool) bool {
+	if at := t.bigAt.Load(); at != 0 && now-time.Duration(at) < bigQuiet {
+		return true
+	}
+	if at := t.hugeAt.Load(); at == 0 || now-time.Duration(at) >= bigQuiet {
+		return false
+	}
+	o := t.otherCPU(c)
+	far, _, stale := cpusFar(c, o)
+	if stale && probe {
+		far, _ = probeCPUs(c, o)
+	}
+	return far
+}
+
+// otherCPU is the CPU that decides whether the pair joins for messages of
+// colocateMax bytes or more, for this side on CPU c: the one same-host
+// peer's, from its last stamp, when it names another CPU; else (the two
+// share c, or the stamp is not known) the other CPU of the last probe of
+// c, or the next CPU of this thread's mask (where moveAway would go); -1
+// when there is none.
+func (t *Transport) otherCPU(c int) int {
+	if l := t.local.Load(); l != nil && len(*l) == 1 {
+		if p := int((*l)[0].place.Load()&placeCPU) - 1; p >= 0 && p != c {
+			return p
+		}
+	}
+	v := distance.Load()
+	if a, b := int(v&0x7fff), int(v>>15&0x7fff); b != 0 && (a == c || b == c) {
+		return a + b - c
+	}
+	var m unix.CPUSet
+	if unix.SchedGetaffinity(0, &m) != nil {
+		return -1
+	}
+	n := len(m) * 64
+	for i := 1; i < n; i++ {
+		if o := (c + i) % n; m.IsSet(o) {
+			return o
+		}
+	}
+	return -1
 }
 
 // joinable returns the CPU this side should move onto while large
@@ -305,6 +359,7 @@ func (t *Transport) addLocal(p *peer) {
 		return
 	}
 	p.local = true
+	prober.run() // probeCPUs's responder, before any message (distance.go)
 	t.localMu.Lock()
 	old := t.local.Load()
 	var l []*peer
@@ -423,7 +478,7 @@ func (t *Transport) peersApart() bool {
 // the host is quiet or the peer runs in another scheduling group (see
 // above).
 func (t *Transport) PeerShares(cpu int) bool {
-	if cpu < 0 || cpu >= placeCPU || moveOff() || (t.bigTraffic(time.Since(placeEpoch)) && !t.groupsApart()) {
+	if cpu < 0 || cpu >= placeCPU || moveOff() || (t.bigTraffic(time.Since(placeEpoch), cpu, false) && !t.groupsApart()) {
 		return false
 	}
 	move, anyLoad := t.shared(cpu, true, false)
@@ -443,7 +498,7 @@ func (t *Transport) lookPlace(last *time.Duration, loop bool) {
 	if *last != 0 && now-*last < moveGap {
 		return
 	}
-	if t.bigTraffic(now) && !t.groupsApart() {
+	if t.bigTraffic(now, c, !loop) && !t.groupsApart() {
 		if loop {
 			return // a loop stays: a Poll beside it might join it as it moved
 		}

@@ -923,7 +923,7 @@ func TestPlace_LargeTrafficKeepsAnotherGroupApart(t *testing.T) {
 			if localPeer(a) == nil || localPeer(b) == nil {
 				t.Fatal("same-host peers not listed")
 			}
-			if !a.bigTraffic(time.Since(placeEpoch)) || !a.groupsApart() {
+			if !a.bigTraffic(time.Since(placeEpoch), c.cpuA, false) || !a.groupsApart() {
 				t.Fatal("no large traffic, or the peer not of another group")
 			}
 			if a.joins.Load()+b.joins.Load() != 0 {
@@ -936,30 +936,84 @@ func TestPlace_LargeTrafficKeepsAnotherGroupApart(t *testing.T) {
 	}
 }
 
-// Messages from colocateMin up to colocateMax count as large traffic;
-// smaller and larger ones do not (colocateMax: at 1 MiB the pair apart
-// was faster on a quiet host).
+// Messages from colocateMin up to colocateMax count as large traffic
+// (bigAt); larger ones only while the pair's CPUs are far apart (hugeAt;
+// colocateMax: at 1 MiB the pair apart was faster near); smaller ones
+// never.
 func TestPlace_LargeTrafficSizeWindow(t *testing.T) {
 	for _, c := range []struct {
-		size int
-		big  bool
+		size      int
+		big, huge bool
 	}{
-		{8, false},
-		{colocateMin - 1, false},
-		{colocateMin, true},
-		{64 << 10, true},
-		{colocateMax - 1, true},
-		{colocateMax, false},
-		{1 << 20, false},
+		{8, false, false},
+		{colocateMin - 1, false, false},
+		{colocateMin, true, false},
+		{64 << 10, true, false},
+		{colocateMax - 1, true, false},
+		{colocateMax, false, true},
+		{1 << 20, false, true},
 	} {
 		t.Run(strconv.Itoa(c.size), func(t *testing.T) {
 			a := listen(t, Config{})
 			b := listen(t, Config{})
 			pingPongSize(t, a, b, 3, c.size)
 			for _, tr := range []*Transport{a, b} {
-				if got := tr.bigAt.Load() != 0; got != c.big {
-					t.Fatalf("%d-byte messages: large traffic noted %v, want %v", c.size, got, c.big)
+				big, huge := tr.bigAt.Load() != 0, tr.hugeAt.Load() != 0
+				if big != c.big || huge != c.huge {
+					t.Fatalf("%d-byte messages: noted large %v, from colocateMax %v; want %v, %v", c.size, big, huge, c.big, c.huge)
 				}
+			}
+		})
+	}
+}
+
+// Messages of colocateMax bytes or more join the peer's CPU only when the
+// two CPUs are far apart (cpusFar); near, or not known, the pair stays
+// apart, as with small messages.
+func TestPlace_HugeTrafficJoinsOnlyFar(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		far, known bool
+		join       bool
+	}{
+		{"Far", true, true, true},
+		{"Near", false, true, false},
+		{"NotKnown", false, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			placeHooks(t, 3, true)
+			steadyTraffic(t)
+			var asked atomic.Int64
+			placeFar = func(a, b int) (bool, bool) {
+				if a == 2 && b == 3 {
+					asked.Add(1)
+				}
+				return c.far, c.known
+			}
+			t.Cleanup(func() { placeFar = nil })
+			var first atomic.Pointer[Transport]
+			placeCPUs = func(tr *Transport) int {
+				if tr == first.Load() {
+					return 2
+				}
+				return 3
+			}
+			placeJoin = func(cpu, to int) bool { return true }
+			a := listen(t, Config{})
+			first.Store(a)
+			b := listen(t, Config{})
+			pingPongSize(t, a, b, 30, 1<<20)
+			if localPeer(a) == nil || localPeer(b) == nil {
+				t.Fatal("same-host peers not listed")
+			}
+			if asked.Load() == 0 {
+				t.Fatal("the distance of CPUs 2 and 3 never asked")
+			}
+			if joined := a.joins.Load()+b.joins.Load() != 0; joined != c.join {
+				t.Fatalf("joins %d, %d; want joining %v", a.joins.Load(), b.joins.Load(), c.join)
+			}
+			if a.moves.Load()+b.moves.Load() != 0 {
+				t.Fatalf("moves apart %d, %d (the two polled on CPUs 2 and 3)", a.moves.Load(), b.moves.Load())
 			}
 		})
 	}

@@ -115,8 +115,8 @@ func (tc *tconn) pushStart(f *frame) (bool, error) {
 	if f.length > maxWirePush || f.length == 0 {
 		return false, fmt.Errorf("%w: PUSH length %d", errProto, f.length)
 	}
-	if f.length >= colocateMin && f.length < colocateMax {
-		t.noteBig()
+	if f.length >= colocateMin {
+		t.noteBig(f.length)
 	}
 	sync := tc.owner && t.sink != nil
 	var b []byte

@@ -75,7 +75,7 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 		return true, transport.ECanceled
 	}
 	if total >= colocateMin {
-		t.noteBig()
+		t.noteBig(0) // RMA of any size from colocateMin counts (see noteBig)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

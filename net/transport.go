@@ -278,11 +278,14 @@ type Transport struct {
 	appPolled atomic.Bool
 	moves     atomic.Int64
 	crowded   atomic.Int64 // moves not made: the host was busy (tests)
-	// bigAt: when (since placeEpoch) a message or RMA of colocateMin
-	// bytes or more last went out or came in; joins counts the moves
-	// onto a peer's CPU that such traffic made (place.go; tests).
-	bigAt atomic.Int64
-	joins atomic.Int64
+	// bigAt: when (since placeEpoch) a message of colocateMin bytes up
+	// to colocateMax, or an RMA of colocateMin or more, last went out or
+	// came in; hugeAt: a message of colocateMax bytes or more; joins
+	// counts the moves onto a peer's CPU that such traffic made
+	// (place.go; tests).
+	bigAt  atomic.Int64
+	hugeAt atomic.Int64
+	joins  atomic.Int64
 
 	// rmaTarget executes peers' RMA requests (ServeRMA; nil: refused).
 	rmaTarget atomic.Pointer[rma.Target]

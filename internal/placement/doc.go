@@ -14,6 +14,7 @@
 // goroutine's thread.
 //
 // It imports only the standard library and golang.org/x/sys/unix, and is
-// imported by cmd/perftest and benchmarks. This is an internal package of
-// gofi: it carries no compatibility promise. It is Linux only.
+// imported by cmd/perftest, benchmarks and net (FarNs). This is an
+// internal package of gofi: it carries no compatibility promise. It is
+// Linux only.
 package placement

@@ -1,0 +1,55 @@
+package net
+
+import (
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/gofi-dev/fi/internal/placement"
+)
+
+// probeCPUs answers with the class the placement package's own probe
+// gives (on a machine whose placement does not sit near the line), and
+// cpusFar then answers from it, fresh until distEvery; a CPU outside the
+// mask fails the probe and is recorded as not known.
+func TestProbeCPUs(t *testing.T) {
+	cpus, err := placement.Allowed()
+	if err != nil || len(cpus) < 2 || runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("needs two CPUs and two Ps")
+	}
+	a, b := cpus[0], cpus[1]
+	prober.run()
+	if _, known, stale := cpusFar(a, a); known || stale {
+		t.Fatal("one CPU with itself: known, or to probe")
+	}
+	var far, known bool
+	for end := time.Now().Add(20 * time.Second); !known; { // a busy host may keep the responder waiting
+		if time.Now().After(end) {
+			t.Fatalf("no probe of CPUs %d and %d answered within 20 s (%d failed)", a, b, prober.fails.Load())
+		}
+		if !prober.busy.Load() {
+			far, known = probeCPUs(b, a)
+		}
+	}
+	f2, k2, stale := cpusFar(a, b)
+	if f2 != far || !k2 || stale {
+		t.Fatalf("cpusFar after the probe: far %v known %v stale %v; the probe said far %v", f2, k2, stale, far)
+	}
+	r, err := placement.Probe(a, b)
+	t.Logf("probeCPUs(%d, %d): far %v; placement.Probe: %v", a, b, far, r)
+	if err == nil && (r.RTNs < placement.FarNs/2 || r.RTNs > 2*placement.FarNs) && far != (r.Class == "far") {
+		t.Errorf("probeCPUs says far %v, placement.Probe %v", far, r)
+	}
+	for end := time.Now().Add(20 * time.Second); prober.busy.Load(); {
+		if time.Now().After(end) {
+			t.Fatal("the responder never finished")
+		}
+	}
+	fails := prober.fails.Load()
+	if _, known := probeCPUs(a, placeCPU-1); known || prober.fails.Load() != fails+1 {
+		t.Fatal("a CPU outside the mask: known, or not counted as failed")
+	}
+	if _, known, stale := cpusFar(a, placeCPU-1); known || stale {
+		t.Fatalf("after a failed probe: known %v, stale %v; want recorded as not known", known, stale)
+	}
+}
