@@ -57,6 +57,12 @@
 //     inside the decoder, an eager payload as a slice of its read buffer
 //     (no ring), a pushed payload read from the socket straight into the
 //     receive the engine matched (push.go).
+//   - An RMA write's payload is read from the socket straight into the
+//     target's region (rma.go, readRMADirect); one of 64 KiB or more
+//     leaves the initiator without a copy, by vmsplice and splice
+//     through a pipe, while the two sides poll on two CPUs (splice.go):
+//     its buffers are the transport's until the target's answer, which
+//     comes after the target read every byte.
 //   - After traffic the loop keeps polling its sockets for an adaptive
 //     window (at most Config.SpinMax, 100 us) before it sleeps in
 //     epoll_wait, yielding its CPU between empty passes (spin.go): a
