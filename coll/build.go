@@ -41,14 +41,18 @@ func (g *Group) build(o *opState) {
 		p.bcastBinomial(v, o.Root, o.Buf[:o.Count*es])
 
 	case dtype.Allreduce:
-		res, wes := g.accIn(o, o.Result, o.Count)
-		n := o.Count * wes
-		if n >= AllreduceRingMin && o.Count >= g.size {
+		if n := o.Count * Widen(o.Type).Size(); n >= AllreduceRingMin && o.Count >= g.size {
+			// The ring reads the input where it is: no copy into the
+			// result first (a pass over the whole buffer before the first
+			// send).
+			res, in, wes := g.accFrom(o, o.Result, o.Count)
 			_, sl := seg(o.Count, wes, g.size, 0)
-			p.allreduceRing(v, res, g.scratchBuf(1, sl), o.Count, wes)
-		} else {
-			p.allreduceRD(v, res, g.scratchBuf(1, n))
+			p.allreduceRing(v, res, in, g.scratchBuf(1, sl), o.Count, wes)
+			g.accOut(o, o.Result, res, o.Count)
+			break
 		}
+		res, wes := g.accIn(o, o.Result, o.Count)
+		p.allreduceRD(v, res, g.scratchBuf(1, o.Count*wes))
 		g.accOut(o, o.Result, res, o.Count)
 
 	case dtype.Reduce:
@@ -68,7 +72,7 @@ func (g *Group) build(o *opState) {
 		bs := o.Count * wes
 		mine := w[g.rank*bs : (g.rank+1)*bs]
 		if total*wes >= ReduceScatterRingMin {
-			p.reduceScatterRing(v, w, g.scratchBuf(1, bs), total, wes, 1)
+			p.reduceScatterRing(v, w, w, g.scratchBuf(1, bs), total, wes, 1)
 		} else {
 			p.allreduceRD(v, w, g.scratchBuf(1, total*wes))
 		}
@@ -95,24 +99,31 @@ func (g *Group) build(o *opState) {
 // datatype: dst itself when it can be (same datatype, dst not nil), else
 // scratch 0. It returns the accumulator's element size.
 func (g *Group) accIn(o *opState, dst []byte, count int) ([]byte, int) {
-	wt := Widen(o.Type)
-	g.fn = Kernel(wt, o.Op)
-	wes := wt.Size()
-	n := count * wes
-	in := o.Buf[:count*o.Type.Size()]
-	if wt != o.Type {
-		acc := g.scratchBuf(0, n)
-		g.pl.widen(acc, in)
-		return acc, wes
-	}
-	acc := dst
-	if acc == nil {
-		acc = g.scratchBuf(0, n)
-	} else {
-		acc = acc[:n]
-	}
+	acc, in, wes := g.accFrom(o, dst, count)
 	g.pl.copy(acc, in)
 	return acc, wes
+}
+
+// accFrom is accIn for an algorithm that reads the input where it is
+// rather than from the accumulator: it returns the accumulator (dst
+// itself when it can be, else scratch 0; not holding the input unless it
+// is the input), the input in the reduction's datatype (o.Buf, or the
+// accumulator holding the widened input) and the element size.
+func (g *Group) accFrom(o *opState, dst []byte, count int) (acc, in []byte, wes int) {
+	wt := Widen(o.Type)
+	g.fn = Kernel(wt, o.Op)
+	wes = wt.Size()
+	n := count * wes
+	in = o.Buf[:count*o.Type.Size()]
+	if wt != o.Type {
+		acc = g.scratchBuf(0, n)
+		g.pl.widen(acc, in)
+		return acc, acc, wes
+	}
+	if dst == nil {
+		return g.scratchBuf(0, n), in, wes
+	}
+	return dst[:n], in, wes
 }
 
 // accOut writes count accumulated elements to dst in the caller's

@@ -310,3 +310,69 @@ func peerDeath(t *testing.T, keys []uint64) {
 		t.Error("a broken group accepted a new collective")
 	}
 }
+
+// TestAllreduceRing_InPlaceAndInputKept: the ring allreduce reads each
+// rank's input where it is (no copy into the result first), so it must
+// give the reference result both out of place, leaving the input as it
+// was, and in place (Result is Buf), on powers of two and not, with
+// widened types too.
+func TestAllreduceRing_InPlaceAndInputKept(t *testing.T) {
+	t.Cleanup(setThresholds(0, 0))
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprintf("ranks%d", n), func(t *testing.T) {
+			w := newWorld(n, 256)
+			if err := w.join(); err != nil {
+				t.Fatal(err)
+			}
+			defer w.leave()
+			seed := uint64(n)
+			for _, p := range [][2]int{{int(dtype.Float), int(dtype.Sum)}, {int(dtype.Double), int(dtype.Sum)},
+				{int(dtype.Int32), int(dtype.Max)}, {int(dtype.Float16), int(dtype.Sum)}} {
+				for _, count := range []int{n, 7, 1001} {
+					for _, inPlace := range []bool{false, true} {
+						seed++
+						c := colltest.Case{Coll: dtype.Allreduce, Type: dtype.Type(p[0]), Op: dtype.Op(p[1]),
+							Count: count, Ranks: n, Seed: seed}
+						w.runAllreduce(t, c, inPlace)
+					}
+				}
+			}
+		})
+	}
+}
+
+// runAllreduce posts allreduce c on every rank of w, in place (Result is
+// Buf) or not, and checks every rank's result against the reference and,
+// out of place, that its input is unchanged.
+func (w *world) runAllreduce(t *testing.T, c colltest.Case, inPlace bool) {
+	t.Helper()
+	n := len(w.g)
+	in := c.Inputs()
+	args := make([]coll.Args, n)
+	for r := range args {
+		a := coll.Args{Coll: c.Coll, Type: c.Type, Op: c.Op, Count: c.Count, Buf: append([]byte(nil), in[r]...)}
+		a.Result = a.Buf
+		if !inPlace {
+			a.Result = make([]byte, c.ResultLen(r))
+		}
+		args[r] = a
+	}
+	for r := range w.g {
+		if e := w.g[r].Post(&args[r], r); e != 0 {
+			t.Fatalf("%v in place %v: rank %d post: %v", c, inPlace, r, e)
+		}
+	}
+	for r, e := range w.waitAll(nil) {
+		if e != 0 {
+			t.Fatalf("%v in place %v: rank %d completion: %v", c, inPlace, r, e)
+		}
+	}
+	for r := range args {
+		if i := c.Diff(c.WantFrom(in, r), args[r].Result); i >= 0 {
+			t.Fatalf("%v in place %v: rank %d differs at element %d", c, inPlace, r, i)
+		}
+		if !inPlace && string(args[r].Buf) != string(in[r]) {
+			t.Fatalf("%v: rank %d's input changed", c, r)
+		}
+	}
+}

@@ -119,7 +119,7 @@ func (g *Group) buildHier(o *opState) bool {
 		if amRep {
 			if n := o.Count * wes; n >= AllreduceRingMin && o.Count >= len(reps) {
 				_, sl := seg(o.Count, wes, len(reps), 0)
-				p.allreduceRing(v, acc, g.scratchBuf(1, sl), o.Count, wes)
+				p.allreduceRing(v, acc, acc, g.scratchBuf(1, sl), o.Count, wes)
 			} else {
 				p.allreduceRD(v, acc, g.scratchBuf(1, n))
 			}

@@ -234,21 +234,27 @@ func (p *planner) allreduceRD(v ranks, res, tmp []byte) {
 // reduceScatterRing runs the ring reduce-scatter on res (count elements of
 // size es, split into n segments): after n-1 rounds, segment
 // (me+1+shift) mod n of res holds the reduction of every rank's segment.
+// in holds this rank's input (it may be res itself): the first round
+// sends its segment from in and every reduction takes this rank's
+// operand from in, so res need not hold a copy of the input (each
+// segment of res is reduced into at most once, segment (me-shift) never).
 // tmp holds at least one segment.
 //
 // Order: segment i is reduced along the ring, starting at rank
 // i+1-shift... each element ((x[j] op x[j+1]) op ...) op x[j-1], ranks
 // taken cyclically from where the segment starts; one rank computes it.
-func (p *planner) reduceScatterRing(v ranks, res, tmp []byte, count, es, shift int) {
+func (p *planner) reduceScatterRing(v ranks, res, in, tmp []byte, count, es, shift int) {
 	n, me := v.n, v.me
 	right, left := v.of((me+1)%n), v.of((me-1+n)%n)
+	src := in
 	for s := 0; s < n-1; s++ {
 		so, sl := seg(count, es, n, ((me-s-shift)%n+2*n)%n)
 		ro, rl := seg(count, es, n, ((me-s-1-shift)%n+2*n)%n)
-		p.send(right, res[so:so+sl])
+		p.send(right, src[so:so+sl])
 		p.recv(left, tmp[:rl])
 		p.endRound()
-		p.reduce(res[ro:ro+rl], tmp[:rl], res[ro:ro+rl])
+		p.reduce(res[ro:ro+rl], tmp[:rl], in[ro:ro+rl])
+		src = res // from the second round: the segment reduced the round before
 	}
 	p.endRound()
 }
@@ -306,9 +312,15 @@ func (p *planner) allgatherRingV(v ranks, res []byte, offs []int) {
 }
 
 // allreduceRing is reduce-scatter then allgather around the ring, for
-// large buffers: 2(n-1) rounds, each moving 1/n of the buffer.
-func (p *planner) allreduceRing(v ranks, res, tmp []byte, count, es int) {
-	p.reduceScatterRing(v, res, tmp, count, es, 0)
+// large buffers: 2(n-1) rounds, each moving 1/n of the buffer. in holds
+// this rank's input (it may be res): no segment of res is read before
+// the ring wrote it, so the input is never copied into res first.
+func (p *planner) allreduceRing(v ranks, res, in, tmp []byte, count, es int) {
+	if v.n == 1 {
+		p.copy(res, in) // no rounds
+		return
+	}
+	p.reduceScatterRing(v, res, in, tmp, count, es, 0)
 	p.allgatherRingSegs(v, res, count, es, 0)
 }
 
