@@ -117,6 +117,10 @@ type Endpoint struct {
 	// the sender (discardUx), by the index in their op token
 	drops    []heldDrop
 	dropFree []uint32
+	// recvPrep: tr's, when it has one and it acts on some size (from
+	// recvPrepMin bytes)
+	recvPrep    transport.RecvPreparer
+	recvPrepMin int
 	// maxEager is tr.MaxEager(), read once (a fixed figure of every
 	// transport): the inject check stays off an interface call.
 	maxEager int
@@ -309,6 +313,11 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 	ep.discarder, _ = cfg.Transport.(transport.Discarder)
 	ep.sharer, _ = cfg.Transport.(transport.CPUSharer)
 	ep.maxEager = cfg.Transport.MaxEager()
+	if rp, ok := cfg.Transport.(transport.RecvPreparer); ok {
+		if m := rp.RecvPrepareMin(); m > 0 {
+			ep.recvPrep, ep.recvPrepMin = rp, m
+		}
+	}
 	// Receive slots for the first receives the matcher queues: with
 	// receives held apart (fast) the first ones may come only with the
 	// first rendezvous, and should not allocate then.
@@ -673,6 +682,9 @@ func (ep *Endpoint) recvLocked(a *RecvArgs, ctx any) Code {
 	if ep.nrx >= ep.cfg.RxSize {
 		return CodeAgain
 	}
+	if ep.recvPrepMin > 0 && (len(a.Buf) >= ep.recvPrepMin || a.IOV != nil) {
+		ep.prepareRecv(a)
+	}
 	if f := &ep.fast[fastIdx(a.Kind)]; f.live {
 		ep.spill(fastIdx(a.Kind)) // it was posted first
 	} else if !ep.noFast && a.Flags&FlagMultiRecv == 0 && (a.Kind == transport.KindMsg || a.Kind == transport.KindTagged) &&
@@ -716,6 +728,20 @@ func (ep *Endpoint) recvLocked(a *RecvArgs, ctx any) Code {
 	}
 	ep.nrx++
 	return 0
+}
+
+// prepareRecv hands the posted buffers of a that are large enough to the
+// transport's PrepareRecv.
+func (ep *Endpoint) prepareRecv(a *RecvArgs) {
+	if a.IOV == nil {
+		ep.recvPrep.PrepareRecv(a.Buf)
+		return
+	}
+	for _, b := range a.IOV {
+		if len(b) >= ep.recvPrepMin {
+			ep.recvPrep.PrepareRecv(b)
+		}
+	}
 }
 
 // spill moves the receive held in ep.fast[i] into its matcher, as it

@@ -568,6 +568,55 @@ func TestEndpoint_PrepareSmallInsertsOnly(t *testing.T) {
 	}
 }
 
+// recvPrepCount is a transport that prepares receive buffers from min
+// bytes and records the lengths it was handed.
+type recvPrepCount struct {
+	transport.Transport
+	min  int
+	lens []int
+}
+
+func (r *recvPrepCount) RecvPrepareMin() int  { return r.min }
+func (r *recvPrepCount) PrepareRecv(b []byte) { r.lens = append(r.lens, len(b)) }
+
+// A posted receive buffer (or iov element) of at least the transport's
+// RecvPrepareMin bytes is handed to PrepareRecv when posted, whichever
+// queue takes the receive; smaller ones, peeks and a transport whose
+// minimum is 0 are not.
+func TestEndpoint_PrepareRecvLargeBuffersOnly(t *testing.T) {
+	big, small := make([]byte, 1000), make([]byte, 999)
+	for _, c := range []struct {
+		name string
+		min  int
+		args RecvArgs
+		want []int
+	}{
+		{"buffer at the minimum", 1000, RecvArgs{Buf: big}, []int{1000}},
+		{"buffer under it", 1000, RecvArgs{Buf: small}, nil},
+		{"iov: only the large elements", 1000, RecvArgs{IOV: [][]byte{small, big, big[:10], big}}, []int{1000, 1000}},
+		{"multi-receive buffer", 1000, RecvArgs{Buf: big, Flags: FlagMultiRecv}, []int{1000}},
+		{"peek", 1000, RecvArgs{Buf: big, Flags: FlagPeek}, nil},
+		{"minimum 0: never", 0, RecvArgs{Buf: big}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h := newHub(64)
+			tr := &recvPrepCount{Transport: h.NewPipe("A"), min: c.min}
+			cq := NewCQ(8, nil)
+			ep, code := NewEndpoint(Config{Transport: tr, Addrs: &book{Names: []string{"A"}}, TxCQ: cq, RxCQ: cq})
+			if code != 0 {
+				t.Fatal(code)
+			}
+			defer ep.Close()
+			a := c.args
+			a.Src, a.Kind = anySrc, transport.KindMsg
+			ep.Recv(&a, nil)
+			if fmt.Sprint(tr.lens) != fmt.Sprint(c.want) {
+				t.Errorf("PrepareRecv got lengths %v, want %v", tr.lens, c.want)
+			}
+		})
+	}
+}
+
 // TestEndpoint_DiscardOfRendezvousWaitsForTheTransport: FI_DISCARD of an
 // unexpected rendezvous message (peek|discard, and claim|discard after a
 // peek|claim) over a transport.Discarder that tells the sender only at

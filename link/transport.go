@@ -337,6 +337,12 @@ func (l *Transport) Poke(p transport.Peer) bool {
 // doorbell, which pokes ring.
 func (l *Transport) WaitPokes(delta int) { l.shm.WaitPokes(delta) }
 
+// RecvPrepareMin and PrepareRecv are shm's (transport.RecvPreparer): a
+// receive is posted for any peer, and a buffer prepared for a shm peer's
+// copy costs a tcp one nothing.
+func (l *Transport) RecvPrepareMin() int  { return l.shm.RecvPrepareMin() }
+func (l *Transport) PrepareRecv(b []byte) { l.shm.PrepareRecv(b) }
+
 // Wait sleeps on the shm doorbell until either member may have work,
 // Wake is called or the timeout passes.
 func (l *Transport) Wait(timeout time.Duration) {

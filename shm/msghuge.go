@@ -84,7 +84,8 @@ func (t *Transport) sendHuge(b []byte) {
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := addr &^ (hugeSize - 1)
 	hi := (addr + uintptr(len(b)) + hugeSize - 1) &^ (hugeSize - 1)
-	oneP := -1 // whether GOMAXPROCS is 1, read once a block is new
+	oneP := -1              // whether GOMAXPROCS is 1, read once a block is new
+	var first, last uintptr // the new blocks advised here (one P)
 	for blk := lo; blk < hi; blk += hugeSize {
 		if t.huge.has(blk) {
 			continue
@@ -99,11 +100,41 @@ func (t *Transport) sendHuge(b []byte) {
 			}
 		}
 		if oneP == 1 {
-			hugeAdvise(blk, hugeSize)
+			if first == 0 {
+				first = blk
+			}
+			last = blk
 			t.huge.inline++
 			continue
 		}
 		queueHuge(blk)
+	}
+	if first != 0 {
+		// One call over the new blocks (a block between them done before
+		// costs the kernel a look): the kernel's LRU drain, which waits
+		// for the peer's busy CPU, comes once per call (hugeAdvise).
+		hugeAdvise(first, last+hugeSize-first)
+	}
+}
+
+// RecvPrepareMin is MsgHugeMin, or 0 when huge pages are off
+// (transport.RecvPreparer).
+func (t *Transport) RecvPrepareMin() int { return t.hugeMin }
+
+// PrepareRecv backs a posted receive buffer of at least MsgHugeMin bytes
+// with huge pages as sendHuge does a send buffer (the same blocks
+// remembered: a block done for one is not done again for the other). The
+// sender's process_vm_writev of a split's tail (split.go) pins the
+// receive buffer's pages, 4 KiB at a time until then. Done at the post,
+// which a ping-pong makes before the peer sends, the collapse does not
+// land on a message: fetchSplit advised the buffer at the first split
+// copy, and not at all with one P, where the collapse would have run on
+// the receive (perftest pingpong -S 1m with one P left its receive
+// buffers in 4 KiB pages unless they shared a block with the send
+// buffer).
+func (t *Transport) PrepareRecv(b []byte) {
+	if t.hugeMin > 0 && len(b) >= t.hugeMin {
+		t.sendHuge(b)
 	}
 }
 

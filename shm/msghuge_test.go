@@ -99,6 +99,57 @@ func TestSendHuge_OnePAdvisesOnTheSend(t *testing.T) {
 	}
 }
 
+// A posted receive buffer of at least MsgHugeMin bytes has its blocks
+// advised at the post (PrepareRecv), once: posting it again, posting a
+// smaller buffer or sending from the same memory advises nothing more
+// (one record of the blocks done for both). With one P the post advises
+// them itself, as a send does.
+func TestPrepareRecv_AdvisesOnceSharedWithSends(t *testing.T) {
+	for _, oneP := range []bool{false, true} {
+		t.Run(fmt.Sprintf("oneP=%v", oneP), func(t *testing.T) {
+			testDir(t)
+			if oneP {
+				defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+			}
+			p := newTPair(t, TransportConfig{CMAMin: 1})
+			if !p.a.CMA() || p.a.hugeMin == 0 {
+				t.Skip("single copy or huge-page hints off here")
+			}
+			if p.a.RecvPrepareMin() != p.a.hugeMin {
+				t.Fatalf("RecvPrepareMin %d, want MsgHugeMin %d", p.a.RecvPrepareMin(), p.a.hugeMin)
+			}
+			buf := seqMsg(11, p.a.hugeMin+999)
+			want := bytes.Clone(buf)
+			queued := hugeWork.queued.Load()
+			p.a.PrepareRecv(buf[:p.a.hugeMin-1])
+			if p.a.huge.advised != 0 {
+				t.Fatalf("%d blocks advised for a buffer under MsgHugeMin", p.a.huge.advised)
+			}
+			p.a.PrepareRecv(buf)
+			n := p.a.huge.advised
+			if n < 1 || n > 2 || !p.a.huge.has(uintptr(unsafe.Pointer(&buf[0]))&^(hugeSize-1)) {
+				t.Fatalf("%d blocks advised for %d bytes, its first block among them: %v", n, len(buf), p.a.huge.has(uintptr(unsafe.Pointer(&buf[0]))&^(hugeSize-1)))
+			}
+			if oneP && (p.a.huge.inline != n || hugeWork.queued.Load() != queued) {
+				t.Fatalf("one P: %d of %d blocks advised by the post, %d handed over", p.a.huge.inline, n, hugeWork.queued.Load()-queued)
+			}
+			hugeIdle(t)
+			p.a.PrepareRecv(buf)
+			p.send(transport.KindMsg, buf)
+			p.until("the message", func() bool { return p.sb.n == 1 })
+			if !bytes.Equal(p.sb.got[0], want) || !bytes.Equal(buf, want) {
+				t.Fatal("payload changed")
+			}
+			if p.a.huge.advised != n {
+				t.Fatalf("%d blocks advised after posting again and sending, want %d", p.a.huge.advised, n)
+			}
+			if len(p.sa.errs)+len(p.sb.errs) > 0 {
+				t.Fatal(p.sa.errs, p.sb.errs)
+			}
+		})
+	}
+}
+
 // hugeIdle waits until the huge-page worker has advised every block
 // handed to it so far (in this process, by any test).
 func hugeIdle(t testing.TB) {

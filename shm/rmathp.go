@@ -88,16 +88,17 @@ func hugeAdvise(addr, n uintptr) bool {
 	// mends a block the Go scavenger splits. An error here (a hole in the
 	// blocks) still advised the mapped part.
 	_, _, _ = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_HUGEPAGE)
-	// One block at a time: a block the kernel cannot collapse (a hole, no
-	// free huge page) does not stop the others; EAGAIN (a page busy for a
-	// moment) is tried once more.
-	ok := true
-	for b := lo; b < hi; b += hugeSize {
-		_, _, e := unix.Syscall(unix.SYS_MADVISE, b, hugeSize, unix.MADV_COLLAPSE)
-		if e == unix.EAGAIN {
-			_, _, e = unix.Syscall(unix.SYS_MADVISE, b, hugeSize, unix.MADV_COLLAPSE)
-		}
-		ok = ok && e == 0
+	// All the blocks in one call: the kernel first drains the LRU batches
+	// of every CPU that has some (lru_add_drain_all: a kernel worker on
+	// each such CPU, which waits for a CPU a busy poller holds, a time
+	// slice or more), once per call, where a call per block waited once
+	// per block. A block the kernel cannot collapse (a hole, no free huge
+	// page, a page busy for a moment) does not stop the others; EAGAIN
+	// (some page busy) is tried once more, which passes quickly over the
+	// blocks already done.
+	_, _, e := unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_COLLAPSE)
+	if e == unix.EAGAIN {
+		_, _, e = unix.Syscall(unix.SYS_MADVISE, lo, hi-lo, unix.MADV_COLLAPSE)
 	}
-	return ok
+	return e == 0
 }

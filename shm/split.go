@@ -162,9 +162,13 @@ func (t *Transport) fetchSplit(p *peer, r *rts, d []byte, want, at int, explore 
 	cookie := r.cookie
 	if t.hugeMin > 0 && want >= t.hugeMin && runtime.GOMAXPROCS(0) > 1 {
 		// The sender's process_vm_writev pins our pages: 4 KiB ones
-		// slow its half down (see the placement note above). Not with
-		// one P: the collapse would run here, on the receive, and its
-		// blocking system call cost the first receive allocations.
+		// slow its half down (see the placement note above). The post
+		// of the receive did it already (PrepareRecv; then this finds
+		// the blocks done); this covers a buffer fetched into
+		// without a post of its own (a claim of a peeked message).
+		// Not with one P: the collapse would run here, on the
+		// receive, and its blocking system call cost the first
+		// receive allocations.
 		t.sendHuge(d[:want])
 	}
 	start := time.Now()

@@ -250,6 +250,22 @@ type Preparer interface {
 	Prepare(p Peer)
 }
 
+// RecvPreparer is an optional interface of a transport that prepares a
+// large receive buffer when it is posted, before any message lands in it
+// (shm: backs its memory with huge pages, so that a peer's single copy
+// into it pins 2 MiB at a time). A receive is usually posted before the
+// peer sends, so the first message of a short run does not pay for it
+// (issue 12).
+type RecvPreparer interface {
+	// RecvPrepareMin is the smallest buffer PrepareRecv acts on, 0 for
+	// none; a fixed figure, read once.
+	RecvPrepareMin() int
+	// PrepareRecv is called with each posted receive buffer of at least
+	// RecvPrepareMin bytes. A hint: nothing is reported. Serialised by the
+	// engine like Send.
+	PrepareRecv(b []byte)
+}
+
 // CPUSharer is an optional interface of a transport that learns on which
 // CPU its peers' polling threads run (shm: each side writes its CPU into
 // its region now and then). Safe for concurrent use with everything else.
