@@ -86,6 +86,9 @@ type tconn struct {
 	// placeLoop: both HELLOs said they mark their loop's stamps
 	// (placeLoop), set with placed.
 	placeLoop atomic.Bool
+	// placeMany: both HELLOs said they mark stamps of a writer with more
+	// than one same-host peer (placeMany), set with placed.
+	placeMany atomic.Bool
 	// expiry fails the handshake DialTimeout after it began (openExpired
 	// for a dial, shakeExpired for an accepted connection); the HELLO that
 	// makes the connection ready stops it, so that no timer fires (and
@@ -673,6 +676,9 @@ func (tc *tconn) buildHello() {
 		if !t.cfg.noLoopStamps {
 			h[24] |= helloPlaceLoop
 		}
+		if !t.cfg.noManyStamps {
+			h[24] |= helloPlaceMany
+		}
 		binary.LittleEndian.PutUint64(h[56:], id)
 	}
 }
@@ -1143,6 +1149,7 @@ func (tc *tconn) handshake(f *frame, src inbound) error {
 		}
 		tc.placed.Store(placeOf(t.cfg.Host, h))
 		tc.placeLoop.Store(h[24]&helloPlaceLoop != 0 && !t.cfg.noLoopStamps)
+		tc.placeMany.Store(h[24]&helloPlaceMany != 0 && !t.cfg.noManyStamps)
 		if len(key) == 0 {
 			return tc.attach()
 		}

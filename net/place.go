@@ -173,8 +173,7 @@ func (t *Transport) otherCPU(c int) int {
 // (TestPlace_LargeTrafficMoverDoesNotHopBetweenTwoPeers: 28 moves in
 // 300 ms), and ranks of a collective would each follow a rank that
 // outranks them onto its CPU until all shared one (reasoned, not run).
-// Single-peer clients of one server that outranks them still all join
-// its CPU (not measured).
+// Nor does it join a peer that has more than one (placeMany).
 func (t *Transport) joinable(cpu int, poll bool) int {
 	l := t.local.Load()
 	if l == nil {
@@ -188,7 +187,7 @@ func (t *Transport) joinable(cpu int, poll bool) int {
 			continue
 		}
 		p.place.CompareAndSwap(v, v|placeSeen)
-		if (poll && v&placeLoop != 0) || p.outranks.Load() {
+		if v&placeMany == 0 && ((poll && v&placeLoop != 0) || p.outranks.Load()) {
 			to = c
 		}
 	}
@@ -230,13 +229,27 @@ const helloPlace = 1 << 1
 // 16.12 -> 14.21 (13.91), lower in 6 of 6 rounds each.
 const helloPlaceLoop = 1 << 2
 
+// A peer that serves many: the writer has more than one same-host peer.
+//
+// Only a transport with one same-host peer joins (joinable), but its
+// peer may have many: single-peer clients of one server that outranks
+// them each joined the server's CPU, all of them onto one CPU with the
+// server's polling thread. So a stamp carries placeMany while its writer
+// lists more than one same-host peer, and nobody joins such a peer's CPU;
+// only to peers whose HELLO has helloPlaceMany (older peers read the bit
+// as part of the CPU number).
+const helloPlaceMany = 1 << 3
+
 // Stamp layout in the frame header: bytes 5-6 the CPU + 1 (little-endian;
-// 0: not known) with placeLoop in the top bit, byte 7 zero. As a uint32:
-// those 16 bits, and placeSeen, which only the receiver sets.
+// 0: not known, 14 bits) with placeMany and placeLoop in the top two bits,
+// byte 7 zero. As a uint32: those 16 bits, and placeSeen, which only the
+// receiver sets. (Older peers read 15 bits of CPU; a CPU of 16383 or
+// more is never stamped.)
 const (
 	placeSeen = 1 << 31 // the stamp was looked at since it came
 	placeLoop = 1 << 15 // the writer's polling thread is its loop's spin
-	placeCPU  = placeLoop - 1
+	placeMany = 1 << 14 // the writer has more than one same-host peer
+	placeCPU  = placeMany - 1
 )
 
 const (
@@ -299,6 +312,9 @@ func (tc *tconn) header(b []byte, f *frame) {
 		if !tc.placeLoop.Load() {
 			v &^= placeLoop
 		}
+		if !tc.placeMany.Load() {
+			v &^= placeMany
+		}
 		b[5], b[6] = byte(v), byte(v>>8)
 	}
 }
@@ -310,7 +326,8 @@ func (tc *tconn) header(b []byte, f *frame) {
 // before Poll borrows it or while the application's thread waits for a
 // CPU, is no idle target's).
 func (t *Transport) notePlace(loop bool) int {
-	if t.local.Load() == nil {
+	l := t.local.Load()
+	if l == nil {
 		return -1
 	}
 	if loop {
@@ -333,6 +350,9 @@ func (t *Transport) notePlace(loop bool) int {
 	v := uint32(c + 1)
 	if loop {
 		v |= placeLoop
+	}
+	if len(*l) > 1 {
+		v |= placeMany
 	}
 	if t.place.Load() != v {
 		t.place.Store(v)
@@ -368,7 +388,25 @@ func (t *Transport) addLocal(p *peer) {
 	}
 	l = append(l, p)
 	t.local.Store(&l)
+	t.noteMany(len(l) > 1)
 	t.localMu.Unlock()
+}
+
+// noteMany sets or clears placeMany in this side's stamp at once, when
+// the list of same-host peers changes (localMu held): notePlace, which
+// sets it too, comes only at the next look, and frames meanwhile said
+// otherwise (a client joined a server that had just listed a second one).
+func (t *Transport) noteMany(many bool) {
+	for {
+		v := t.place.Load()
+		w := v &^ placeMany
+		if many {
+			w |= placeMany
+		}
+		if v == w || t.place.CompareAndSwap(v, w) {
+			return
+		}
+	}
 }
 
 // dropLocal takes p off the peers whose places this side reads (p.mu
@@ -396,6 +434,7 @@ func (t *Transport) dropLocal(p *peer) {
 		l = &rest
 	}
 	t.local.Store(l) // nil with none left: no same-host peer (notePlace)
+	t.noteMany(l != nil && len(*l) > 1)
 	t.localMu.Unlock()
 }
 

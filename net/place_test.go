@@ -542,6 +542,8 @@ func TestJoinable(t *testing.T) {
 		{"SameCPU", 4, true, true, -1},
 		{"Seen", 5 | placeSeen, true, true, -1},
 		{"Unknown", 0, true, true, -1},
+		{"PeerWithMany", 5 | placeMany, true, true, -1},
+		{"LoopWithMany", 5 | placeLoop | placeMany, true, false, -1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := &peer{}
@@ -1062,5 +1064,60 @@ func TestPlace_ClosedPeerLeavesTheList(t *testing.T) {
 	}
 	if mover.joins.Load() == 0 || s.joins.Load()+b.joins.Load() != mover.joins.Load() {
 		t.Fatalf("joins: server %d, second client %d; want the outranked side's alone", s.joins.Load(), b.joins.Load())
+	}
+}
+
+// Single-peer clients of a server that outranks them do not join its CPU
+// while it has more than one same-host peer (its stamps carry placeMany);
+// to a server whose HELLO did not offer placeMany (an older one) the
+// stamps do not carry it, and a client then joins as before.
+func TestPlace_ClientsDoNotJoinAServerOfMany(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		old  bool // the server's HELLO lacks helloPlaceMany
+		join bool
+	}{
+		{"Many", false, false},
+		{"OldServer", true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			placeHooks(t, 0, true)
+			steadyTraffic(t)
+			trs := []*Transport{listen(t, Config{}), listen(t, Config{}), listen(t, Config{noManyStamps: c.old})}
+			for trs[2].instance < trs[0].instance || trs[2].instance < trs[1].instance {
+				trs[2] = listen(t, Config{noManyStamps: c.old}) // the server outranks both clients
+			}
+			srv := trs[2]
+			placeCPUs = func(tr *Transport) int {
+				for i, x := range trs {
+					if tr == x {
+						return 1 + i
+					}
+				}
+				return 0
+			}
+			placeJoin = func(cpu, to int) bool { return true }
+			pingPongSize(t, trs[0], srv, 3, 8) // both clients listed before the large traffic,
+			pingPongSize(t, trs[1], srv, 3, 8)
+			pingPongSize(t, trs[0], srv, 3, 8) // and the first one's last stamp since
+			for range 5 {
+				pingPongSize(t, trs[0], srv, 10, 64<<10)
+				pingPongSize(t, trs[1], srv, 10, 64<<10)
+			}
+			if l := srv.local.Load(); l == nil || len(*l) != 2 {
+				t.Fatal("the server does not list its two clients")
+			}
+			ps := localPeer(trs[0])
+			if ps == nil || !ps.outranks.Load() {
+				t.Fatal("the server does not outrank the first client")
+			}
+			if many := ps.place.Load()&placeMany != 0; many == c.old {
+				t.Fatalf("the server's stamp %#x: placeMany %v", ps.place.Load(), many)
+			}
+			joined := trs[0].joins.Load()+trs[1].joins.Load() != 0
+			if joined != c.join || srv.joins.Load() != 0 {
+				t.Fatalf("joins: clients %d, %d, server %d; want clients joining %v", trs[0].joins.Load(), trs[1].joins.Load(), srv.joins.Load(), c.join)
+			}
+		})
 	}
 }

@@ -86,6 +86,9 @@ type Config struct {
 	// noLoopStamps: the HELLO omits helloPlaceLoop and stamps never carry
 	// placeLoop, as from peers before it (tests).
 	noLoopStamps bool
+	// noManyStamps: the HELLO omits helloPlaceMany and stamps never
+	// carry placeMany, as from peers before it (tests).
+	noManyStamps bool
 }
 
 // NoHost as Config.Host: this transport exchanges no places.
