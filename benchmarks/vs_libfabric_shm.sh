@@ -15,7 +15,12 @@
 #     default"): long runs are 200k / 50k / 20k / 3k iterations, default
 #     runs fi_pingpong's own counts (10k / 10k / 1k / 100). perftest probes
 #     the placement before and after every round and prints a table per
-#     placement when the run saw both.
+#     placement when the run saw both. RUNS may also name "100": 100
+#     iterations at every size (issue 12's first-use check: the first
+#     hundred messages should cost what a long run's do); with "long" and
+#     "100" both run, a last table gives per size the medians of both
+#     and their ratio 100 / long, for gofi and for fi_pingpong (whose
+#     C process has its own first-use costs).
 #   rate: the go test benchmarks of this directory (built once),
 #     BenchmarkFiMsgRate/size=8B/gofi (8 B, window 64: msgs/s) and
 #     BenchmarkFiStream/size=1MiB/gofi (1 MiB, window 8: MB/s), against
@@ -75,12 +80,25 @@ for part in $PARTS; do
 		for size in $SIZES; do
 			iflag=()
 			[ "$run" = long ] && iflag=(-I "$(long_iters "$size")")
+			[ "$run" = 100 ] && iflag=(-I 100)
 			echo
 			echo "## shm ping-pong, $run run, $size bytes"
-			PERFTEST_ROUNDS=$ROUNDS "$pt" pingpong -compare -p shm -S "$size" "${iflag[@]}" 2>/dev/null
+			PERFTEST_ROUNDS=$ROUNDS "$pt" pingpong -compare -p shm -S "$size" "${iflag[@]}" 2>/dev/null | tee "$tmp/pp"
+			# the table's row: bytes, iters, gofi usec, libfabric usec, ...
+			awk -v r="$run" -v s="$size" '$1 ~ /^[0-9]+[kmg]?$/ && NF >= 5 { print r, s, $3, $4; exit }' "$tmp/pp" >>"$tmp/runs"
 		done
 	done
 done
+if [[ " $RUNS " == *" long "* && " $RUNS " == *" 100 "* ]] && [ -s "$tmp/runs" ]; then
+	echo
+	echo "## first use: medians of the 100-iteration run against the long run, usec/xfer (ratio 100 / long; 1 = no first-use penalty)"
+	printf '%-8s %10s %10s %8s %10s %10s %8s\n' bytes "gofi 100" "gofi long" ratio "libfab 100" "libfab long" ratio
+	for size in $SIZES; do
+		awk -v s="$size" '$2 == s { v[$1 "g"] = $3; v[$1 "f"] = $4 }
+			function r(a, b) { return (a + 0 > 0 && b + 0 > 0) ? sprintf("%.2f", a / b) : "-" }
+			END { printf "%-8s %10s %10s %8s %10s %10s %8s\n", s, v["100g"], v["longg"], r(v["100g"], v["longg"]), v["100f"], v["longf"], r(v["100f"], v["longf"]) }' "$tmp/runs"
+	done
+fi
 
 # cross: where single copy and segments cross over, per placement.
 # perftest latency -p shm (p50 of CROSS_ITERS round trips) per size of
