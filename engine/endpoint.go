@@ -106,6 +106,9 @@ type Endpoint struct {
 	cfg   Config
 	tr    transport.Transport
 	eager transport.EagerSender // tr's, when it has one
+	// injector: tr's, when its Send may hold an eager-sized payload
+	// (inject then goes through SendInject, which copies it)
+	injector transport.InjectSender
 	// tr's, when it has one, found once (a type assertion to an
 	// interface builds its itab at its first call, with a lock, an
 	// allocation and a page fault or two: that was paid by the first
@@ -310,6 +313,7 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 		fx: make([]fetchOp, 0, 16), fxFree: make([]uint32, 0, 16), fetching: make([]int32, 0, 16),
 		txFree: make([]uint32, 0, 16), rxFree: make([]uint32, 0, 16)}
 	ep.eager, _ = cfg.Transport.(transport.EagerSender)
+	ep.injector, _ = cfg.Transport.(transport.InjectSender)
 	ep.discarder, _ = cfg.Transport.(transport.Discarder)
 	ep.sharer, _ = cfg.Transport.(transport.CPUSharer)
 	ep.maxEager = cfg.Transport.MaxEager()
@@ -479,7 +483,14 @@ func (ep *Endpoint) sendLocked(a *SendArgs, ctx any) Code {
 		op.hdr.Data = a.Data
 	}
 	op.iov = setIOV(&op.one, &op.iovs, a.Buf, a.IOV)
-	done, tc := ep.tr.Send(peer, &op.hdr, op.iov, transport.Op(tokTx|uint64(idx)))
+	var done bool
+	var tc transport.Code
+	if inject && ep.injector != nil {
+		// the caller reuses the buffer on return: the transport copies it
+		done, tc = ep.injector.SendInject(peer, &op.hdr, op.iov, transport.Op(tokTx|uint64(idx)))
+	} else {
+		done, tc = ep.tr.Send(peer, &op.hdr, op.iov, transport.Op(tokTx|uint64(idx)))
+	}
 	if tc != 0 {
 		ep.txPut(idx)
 		if tc == transport.EAgain {

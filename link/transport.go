@@ -231,6 +231,23 @@ func (l *Transport) Send(p transport.Peer, hdr *transport.Header, iov [][]byte, 
 	return l.shm.Send(r.peer, hdr, iov, op)
 }
 
+// SendInject hands an inject to the peer's member
+// (transport.InjectSender): shm's SendInject copies eager sizes it would
+// otherwise let the receiver read from the caller's buffers; tcp's Send
+// copies them anyway.
+func (l *Transport) SendInject(p transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
+	if int(p) >= len(l.routes) {
+		return true, transport.EInval
+	}
+	r := l.routes[p]
+	if r.tcp {
+		return l.tcp.Send(r.peer, hdr, iov, op)
+	}
+	return l.shm.SendInject(r.peer, hdr, iov, op)
+}
+
+var _ transport.InjectSender = (*Transport)(nil)
+
 // Fetch pulls a rendezvous payload through the peer's member.
 func (l *Transport) Fetch(p transport.Peer, cookie uint64, dst [][]byte, op transport.Op) (bool, int, transport.Code) {
 	if int(p) >= len(l.routes) {

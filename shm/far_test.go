@@ -81,3 +81,62 @@ func TestPeer_VoteCopy(t *testing.T) {
 		}
 	}
 }
+
+// An inject's buffer is the caller's again once SendInject returns: to a
+// far peer, eager sizes that Send would announce by rendezvous (the
+// receiver reading the caller's buffer later) are copied instead, so
+// overwriting the buffer at once changes nothing the receiver gets.
+func TestTransport_FarPeerInjectIsCopiedBeforeItReturns(t *testing.T) {
+	p := newTPair(t, TransportConfig{})
+	if !p.a.cma {
+		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
+	}
+	pa := p.a.peers[p.ab]
+	var want [][]byte
+	send := func(n int, inject bool) {
+		m := seqMsg(len(want), n)
+		want = append(want, bytes.Clone(m))
+		h := transport.Header{Kind: transport.KindTagged, Tag: uint64(len(want)), Len: uint64(n)}
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			var c transport.Code
+			if inject {
+				_, c = p.a.SendInject(p.ab, &h, [][]byte{m}, 1)
+			} else {
+				_, c = p.a.Send(p.ab, &h, [][]byte{m}, 1)
+			}
+			if c == 0 {
+				break
+			}
+			if c != transport.EAgain || time.Now().After(deadline) {
+				t.Fatalf("send of %d bytes: code %d", n, c)
+			}
+			p.poll()
+		}
+		if inject {
+			clear(m) // the caller's buffer is free again
+		}
+		p.until("the message", func() bool { return p.sb.n == len(want) })
+	}
+	send(64, false) // connected
+	for i := range farProbe {
+		pa.far, pa.copyVotes = true, 0xff
+		send(8<<10+i, true)
+	}
+	if got := int(p.sb.nextOp); got != 0 {
+		t.Fatalf("%d injects of 8 KiB to a far peer went by rendezvous", got)
+	}
+	pa.far, pa.copyVotes = true, 0xff
+	send(8<<10, false) // a plain send still does
+	if got := int(p.sb.nextOp); got != 1 {
+		t.Fatalf("a far send of 8 KiB: %d rendezvous, want 1", got)
+	}
+	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
+		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
+	}
+	for i, m := range want {
+		if !bytes.Equal(p.sb.got[i], m) {
+			t.Fatalf("message %d (%d B) differs from what was injected", i, len(m))
+		}
+	}
+}

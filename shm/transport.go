@@ -297,6 +297,7 @@ type Transport struct {
 	sink      transport.Sink
 	woken     atomic.Bool
 	closed    bool
+	injecting bool                  // inside SendInject: eager sizes are copied (see farMin)
 	lastErr   atomic.Pointer[error] // cause of the last ENoSpc or EIO, for LastError
 	rma       rmaState              // one-sided operations (rma.go)
 	// spare is a ring segment of spareCap made ahead (Prepare) for the
@@ -989,7 +990,7 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	}
 	p.sends++
 	n := int(hdr.Len)
-	if n > farMin && n <= t.cfg.MaxEager && p.far && p.sends%farProbe != 0 && t.cma {
+	if n > farMin && n <= t.cfg.MaxEager && p.far && p.sends%farProbe != 0 && t.cma && !t.injecting {
 		return t.sendRTS(p, hdr, iov, op, nil)
 	}
 	if n > p.eager {
@@ -1017,6 +1018,18 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 		t.putEager(p, b, hdr, iov)
 	}
 	return true, 0
+}
+
+// SendInject is Send for an inject (transport.InjectSender): the caller
+// reuses the buffers once it returns, so a payload of at most MaxEager
+// bytes is copied now, eager (or into a bounce copy when the ring cannot
+// take it), never announced for the receiver to read from the caller's
+// buffers as Send does with eager sizes to a far peer (see farMin).
+func (t *Transport) SendInject(pi transport.Peer, hdr *transport.Header, iov [][]byte, op transport.Op) (bool, transport.Code) {
+	t.injecting = true
+	done, c := t.Send(pi, hdr, iov, op)
+	t.injecting = false
+	return done, c
 }
 
 // Eager-sized payloads and placement. Above farMin an eager message costs

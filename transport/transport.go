@@ -126,8 +126,10 @@ type Transport interface {
 	// the caller progresses and retries.
 	//
 	// A payload of at most MaxEager bytes is copied before Send returns,
-	// whatever done says (the engine's inject reuses the caller's buffer
-	// at once). Completion, done or SendDone, means the message will
+	// whatever done says, unless the transport implements InjectSender:
+	// then Send may hold such a payload too (shm to a peer whose CPU shares
+	// no cache with ours), and SendInject is the send that copies it (the
+	// engine's inject reuses the caller's buffer at once). Completion, done or SendDone, means the message will
 	// reach a live receiver that keeps progressing, with no further
 	// progress of this side: a send that still needs ours (segments to
 	// stream, a record waiting for room) is not complete yet (shm's bounce
@@ -163,6 +165,17 @@ type Transport interface {
 	// ECanceled through the sink given to the last Poll, or are dropped
 	// if Close is called after the engine stopped polling.
 	Close() error
+}
+
+// InjectSender is an optional interface of a transport whose Send may
+// keep a payload of at most MaxEager bytes until SendDone, reading the
+// caller's buffers after Send returned (shm: eager sizes to a far peer by
+// rendezvous). SendInject is Send for a payload of at most MaxEager bytes
+// whose buffers the caller reuses once it returns (the engine's inject,
+// fi_inject): it copies the payload before returning, whatever done says,
+// and is otherwise Send (same codes, SendDone when done is false).
+type InjectSender interface {
+	SendInject(p Peer, hdr *Header, iov [][]byte, op Op) (done bool, c Code)
 }
 
 // EagerSender is an optional interface of a transport that can often
