@@ -140,3 +140,50 @@ func TestTransport_FarPeerInjectIsCopiedBeforeItReturns(t *testing.T) {
 		}
 	}
 }
+
+// The sample (one in farSample) and the probe (one in farProbe) count the
+// eager-sized payloads above farMin, not every send: traffic that
+// alternates a small header and an 8 KiB payload still has its payloads
+// timed while near, and still probed while far, so the peer is not held
+// far (every payload by rendezvous) after the CPUs moved near again.
+func TestTransport_FarSampleAndProbeCountTheSizesTheyJudge(t *testing.T) {
+	p := newTPair(t, TransportConfig{})
+	pa := p.a.peers[p.ab]
+	var want [][]byte
+	send := func(n int) {
+		m := seqMsg(len(want), n)
+		want = append(want, m)
+		p.send(transport.KindMsg, m)
+		p.until("the message", func() bool { return p.sb.n == len(want) })
+	}
+	send(64) // connected
+	// Near: one vote cast in farSample payloads (copyVotes shifts once).
+	pa.far, pa.copyVotes = false, 1
+	for range farSample {
+		send(64)
+		send(8 << 10)
+		pa.far = false // (a slow copy must not count here)
+	}
+	if pa.copyVotes != 0b10 && pa.copyVotes != 0b11 {
+		t.Fatalf("near: votes %08b after %d payloads, want one vote cast (1x)", pa.copyVotes, farSample)
+	}
+	if !p.a.cma {
+		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
+	}
+	// Far: one payload in farProbe still eager.
+	before := int(p.sb.nextOp)
+	const pairs = 2 * farProbe
+	for range pairs {
+		pa.far, pa.copyVotes = true, 0xff
+		send(64)
+		send(8 << 10)
+	}
+	if got, wantRdv := int(p.sb.nextOp)-before, pairs-pairs/farProbe; got != wantRdv {
+		t.Fatalf("far: %d of %d payloads went by rendezvous, want %d (one in %d probed eager)", got, pairs, wantRdv, farProbe)
+	}
+	for i, m := range want {
+		if !bytes.Equal(p.sb.got[i], m) {
+			t.Fatalf("message %d (%d B) differs", i, len(m))
+		}
+	}
+}

@@ -362,6 +362,11 @@ type peer struct {
 	// the last 8 timed copies, bit set when slow (putEagerTimed).
 	far       bool
 	copyVotes uint8
+	// farSends: sends of payloads above farMin up to MaxEager, which the
+	// sample and the probe count (counting every send, traffic that
+	// alternates a small message and such a payload had the payloads
+	// never sampled near, never probed far)
+	farSends uint32
 	// splitSkip: large fetches from the peer still to go unsplit after a
 	// split waited on it (split.go)
 	splitSkip int
@@ -990,8 +995,11 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	}
 	p.sends++
 	n := int(hdr.Len)
-	if n > farMin && n <= t.cfg.MaxEager && p.far && p.sends%farProbe != 0 && t.cma && !t.injecting {
-		return t.sendRTS(p, hdr, iov, op, nil)
+	if n > farMin && n <= t.cfg.MaxEager {
+		p.farSends++
+		if p.far && p.farSends%farProbe != 0 && t.cma && !t.injecting {
+			return t.sendRTS(p, hdr, iov, op, nil)
+		}
 	}
 	if n > p.eager {
 		if n > t.cfg.MaxEager {
@@ -1012,7 +1020,7 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 			return false, ringCode(err)
 		}
 	}
-	if n > farMin && (p.far || p.sends%farSample == 0) {
+	if n > farMin && (p.far || p.farSends%farSample == 0) {
 		t.putEagerTimed(p, b, hdr, iov)
 	} else {
 		t.putEager(p, b, hdr, iov)
@@ -1102,7 +1110,7 @@ func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]
 	}
 	p := t.peers[pi]
 	n := int(hdr.Len)
-	if n > farMin && (p.far || (p.sends+1)%farSample == 0) {
+	if n > farMin && (p.far || (p.farSends+1)%farSample == 0) {
 		return false, 0 // Send times or reroutes it
 	}
 	if p.out == nil || p.dead || p.failSend || p.connSlot >= 0 || n > p.eager ||
@@ -1117,6 +1125,9 @@ func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]
 		return false, 0
 	}
 	p.sends++
+	if n > farMin {
+		p.farSends++ // (n <= p.eager <= MaxEager)
+	}
 	t.putEager(p, b, hdr, iov)
 	return true, 0
 }
