@@ -187,3 +187,74 @@ func TestTransport_FarSampleAndProbeCountTheSizesTheyJudge(t *testing.T) {
 		}
 	}
 }
+
+// A far peer that cannot read our memory (single copy off on its side:
+// FI_SHM_DISABLE_CMA there, another user namespace) still gets every
+// payload, whole and in order, when eager-sized ones are announced by
+// rendezvous among eager and larger ones in flight together: it asks
+// for segments (CTS) and they stream through the ring. Each send
+// completes once, without error.
+func TestTransport_FarEagerSizesReachAReceiverWithoutSingleCopy(t *testing.T) {
+	mk := func(noCMA bool) *Transport {
+		tr, err := NewTransport(TransportConfig{NoCMA: noCMA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	p := &tpair{t: t, a: mk(false), b: mk(true)}
+	if !p.a.cma {
+		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
+	}
+	p.sa, p.sb = newSink(t, p.a), newSink(t, p.b)
+	var c transport.Code
+	if p.ab, c = p.a.Resolve(p.b.Name()); c != 0 {
+		t.Fatal(c)
+	}
+	if p.ba, c = p.b.Resolve(p.a.Name()); c != 0 {
+		t.Fatal(c)
+	}
+	pa := p.a.peers[p.ab]
+	var want [][]byte
+	held := 0
+	sizes := []int{64, 8 << 10, 12 << 10, 7 << 10, 20 << 10, 16 << 10, 100, 6<<10 + 1}
+	const rounds = 2 * farProbe / 8 * 2
+	for round := range rounds {
+		for _, n := range sizes {
+			pa.far, pa.copyVotes = true, 0xff
+			m := seqMsg(len(want), n)
+			want = append(want, m)
+			h := transport.Header{Kind: transport.KindTagged, Tag: uint64(round), Len: uint64(n)}
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				done, c := p.a.Send(p.ab, &h, [][]byte{m}, transport.Op(len(want)))
+				if c == 0 {
+					if !done {
+						held++
+					}
+					break
+				}
+				if c != transport.EAgain || time.Now().After(deadline) {
+					t.Fatalf("send of %d bytes: code %d", n, c)
+				}
+				p.poll()
+			}
+		}
+		p.until("the round's messages", func() bool { return p.sb.n == len(want) && p.sa.sent == held })
+	}
+	if got := int(p.sb.nextOp) - rounds; got < rounds*4 { // (20 KiB: rendezvous anyway)
+		t.Fatalf("%d eager-sized payloads went by rendezvous, want most of %d", got, rounds*5)
+	}
+	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
+		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
+	}
+	for i, m := range want {
+		if !bytes.Equal(p.sb.got[i], m) {
+			t.Fatalf("message %d (%d B) differs or is out of order", i, len(m))
+		}
+	}
+	if p.sa.sent != held {
+		t.Fatalf("%d held sends completed, want %d", p.sa.sent, held)
+	}
+}
