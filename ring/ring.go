@@ -101,24 +101,6 @@ func (r *Ring) Corrupt() bool {
 
 // ---- producer ----
 
-// NoteHead tells the producer that the consumer has released the ring up
-// to position h, as the consumer said in a message of its own: the
-// producer then needs no read of the shared head word (a cache line the
-// consumer writes) to find that space free. A position the producer
-// already knew of, one beyond what it published, or a misaligned one is
-// ignored. It reports whether the cached head moved. The caller must
-// know h to be a position the consumer released in this ring (the
-// consumer's Released, stored before the message carrying it was
-// published): a larger value would let the producer overwrite records
-// not yet read.
-func (r *Ring) NoteHead(h uint64) bool {
-	if h <= r.p.head || h > r.p.pub || h&7 != 0 {
-		return false
-	}
-	r.p.head = h
-	return true
-}
-
 // Reserve returns n bytes of ring memory to fill with a record's payload.
 // The slice stays valid until Commit; the record becomes visible to the
 // consumer at the next Publish. Reserving again before Commit drops the
@@ -452,11 +434,6 @@ func (r *Ring) Release() {
 		r.c.pub = r.c.head
 	}
 }
-
-// Released returns the position up to which the consumer has released
-// the ring (the last value stored to the shared head word): a value the
-// producer may be told (NoteHead).
-func (r *Ring) Released() uint64 { return r.c.pub }
 
 // TryRead copies the next record's payload into dst, consumes it, and
 // returns its type and length. It returns ErrEmpty, ErrCorrupt, or

@@ -49,11 +49,11 @@ func TestFillEager_SameRecordForEverySplit(t *testing.T) {
 				for _, slot := range []bool{false, true} {
 					hl := hl
 					if slot {
-						hl += slotWords
+						hl += 8
 					}
 					for head := 0; head <= 56; head += 8 {
 						b := bytes.Repeat([]byte{0xee}, hl+n)
-						fillEager(b, &h, iov, head, slotHdr{on: slot, id: 9, rel: 1 << 40})
+						fillEager(b, &h, iov, head, slot)
 						if slot {
 							b = append(b, 0xdd, 0xdd, 0xdd) // the rest of the slot
 						}
