@@ -1,6 +1,7 @@
 package net
 
 import (
+	"errors"
 	"sync/atomic"
 	"unsafe"
 
@@ -71,6 +72,10 @@ type splicer struct {
 	made  bool // r and w are open
 	piped int  // bytes in the pipe, of the owner's head entry
 }
+
+// errPipeLost breaks a connection whose payload bytes the pipe no longer
+// holds.
+var errPipeLost = errors.New("net: splice found the pipe empty")
 
 // closedSplicer owns the pipe after Close.
 var closedSplicer = new(tconn)
@@ -165,6 +170,11 @@ func (p *peer) spliceLocked(tc *tconn, e *outEntry) (handled, full bool, err err
 		if err == unix.EAGAIN {
 			s.release(tc)
 			return true, true, nil
+		}
+		if err == nil && m == 0 {
+			// The pipe said it was empty while it should hold piped
+			// bytes: never seen; fail the connection rather than spin.
+			err = errPipeLost
 		}
 		if err != nil {
 			return true, false, err // the connection breaks; failQueue drops the pipe
