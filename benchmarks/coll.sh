@@ -54,6 +54,23 @@
 # (it arrived last) and ones that include a context switch, so the median
 # of that mix is a coin flip between the two modes while the average
 # counts the switches (notes/coll6.md).
+#
+# On a host busy with other programs, a 2-rank average of a few hundred
+# nanoseconds is decided by the few calls in which a rank was descheduled
+# (a run of 20000 barriers lasts a few ms, one stolen slice is 1-3 ms),
+# and by when the timed loop runs: a process that has just started gets
+# a short window before the scheduler hands its CPU to the other programs.
+# Open MPI's first test runs inside it, perftest's settle spins past it.
+# Measured (2026-11-25, 2 ranks, 20000 barriers, alternated, 6 rounds
+# each): near, load 17-19: Open MPI as run here 0.18-0.43 us (median
+# 0.19), Open MPI with 150000 warm-up barriers first 0.82-23.2 (9.7),
+# gofi 0.14-5.6 (1.07); far, load 16-23: Open MPI 0.45-155 (~97), with
+# the warm-up ~75, gofi 3.9-134 (14.0); p50 0.13 / 0.18 near, 0.34 / 0.41
+# far throughout. To compare without other programs' share of the CPUs,
+# run the script in a session whose autogroup is niced (setsid, then
+# echo -20 > /proc/self/autogroup): then 2 ranks far gave barrier 0.35 vs
+# Open MPI 0.44 us at load 26 (Hydra's ranks lead sessions of their own:
+# each must set its own autogroup's nice).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
