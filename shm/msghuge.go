@@ -196,9 +196,16 @@ func hugeWorker() {
 		k := copy(blks[:], hugeWork.q[:hugeWork.n])
 		hugeWork.n = 0
 		hugeWork.mu.Unlock()
-		for _, blk := range blks[:k] {
-			hugeAdvise(blk, hugeSize)
-			hugeWork.done.Add(1)
+		// Adjacent blocks (a buffer's, queued by one send or post) in
+		// one call: one LRU drain for them all (hugeAdvise).
+		for i := 0; i < k; {
+			j := i + 1
+			for j < k && blks[j] == blks[j-1]+hugeSize {
+				j++
+			}
+			hugeAdvise(blks[i], uintptr(j-i)*hugeSize)
+			hugeWork.done.Add(uint64(j - i))
+			i = j
 		}
 	}
 }
