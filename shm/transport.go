@@ -1229,10 +1229,10 @@ func (t *Transport) sendBounce(p *peer, hdr *transport.Header, iov [][]byte, op 
 		t.bounces++
 		b = make([]byte, t.cfg.MaxEager)
 	}
-	n := int(hdr.Len)
-	b = b[:n]
-	gather(b, iov, 0)
-	done, c := t.sendRTS(p, hdr, nil, op, b)
+	// sendRTS copies iov into b once the announcement has its room: a
+	// copy made first was made again by every retry while the ring stayed
+	// full (16 KiB: 390-416 ns of thread CPU per EAgain, 148-160 without).
+	done, c := t.sendRTS(p, hdr, iov, op, b[:hdr.Len])
 	if c != 0 {
 		t.putBounce(b)
 	}
@@ -1243,10 +1243,11 @@ func (t *Transport) putBounce(b []byte) {
 	t.bounceFree = append(t.bounceFree, b[:cap(b)])
 }
 
-// sendRTS announces a rendezvous payload: iov, or the bounce buffer b.
+// sendRTS announces a rendezvous payload: iov, or (bounce not nil) a copy
+// of iov in the bounce buffer, made once the announcement has its room.
 // The send is held until the receiver's ACK or its last segment.
 func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op transport.Op, bounce []byte) (bool, transport.Code) {
-	if len(iov) > maxRTSIOV {
+	if len(iov) > maxRTSIOV && bounce == nil {
 		return false, transport.EInval
 	}
 	if int(hdr.Len) > t.cfg.MaxEager { // (see farMin)
@@ -1256,6 +1257,7 @@ func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op tra
 		t.notePlace()
 	}
 	h := t.newHeld()
+	src := iov
 	if bounce != nil {
 		h.bounce, h.one[0] = bounce, bounce
 		iov = h.one[:]
@@ -1275,6 +1277,9 @@ func (t *Transport) sendRTS(p *peer, hdr *transport.Header, iov [][]byte, op tra
 	if err != nil {
 		t.putHeld(h)
 		return false, ringCode(err)
+	}
+	if bounce != nil {
+		gather(bounce, src, 0)
 	}
 	t.nextCookie++
 	cookie := t.nextCookie
