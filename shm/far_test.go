@@ -258,3 +258,33 @@ func TestTransport_FarEagerSizesReachAReceiverWithoutSingleCopy(t *testing.T) {
 		t.Fatalf("%d held sends completed, want %d", p.sa.sent, held)
 	}
 }
+
+// Without single copy with the peer (p.noCMA: another pid namespace, the
+// kernel refused it), a far peer still gets eager-sized payloads eager:
+// by rendezvous it would ask for them in segments, two copies as eager
+// and a round trip more.
+func TestTransport_FarPeerWithoutSingleCopyStaysEager(t *testing.T) {
+	p := newTPair(t, TransportConfig{})
+	pa := p.a.peers[p.ab]
+	var want [][]byte
+	send := func(n int) {
+		m := seqMsg(len(want), n)
+		want = append(want, m)
+		p.send(transport.KindMsg, m)
+		p.until("the message", func() bool { return p.sb.n == len(want) })
+	}
+	send(64) // connected
+	pa.noCMA = true
+	for range farProbe {
+		pa.far, pa.copyVotes = true, 0xff
+		send(8 << 10)
+	}
+	if got := int(p.sb.nextOp); got != 0 {
+		t.Fatalf("%d of %d far 8 KiB messages to a peer without single copy went by rendezvous", got, farProbe)
+	}
+	for i, m := range want {
+		if !bytes.Equal(p.sb.got[i], m) {
+			t.Fatalf("message %d (%d B) differs", i, len(m))
+		}
+	}
+}

@@ -958,7 +958,7 @@ func (t *Transport) Send(pi transport.Peer, hdr *transport.Header, iov [][]byte,
 	n := int(hdr.Len)
 	if n > farMin && n <= t.cfg.MaxEager {
 		p.farSends++
-		if p.far && p.farSends%farProbe != 0 && t.cma && !t.injecting {
+		if p.far && p.farSends%farProbe != 0 && t.cma && !p.noCMA && !t.injecting {
 			return t.sendRTS(p, hdr, iov, op, nil)
 		}
 	}
@@ -1016,7 +1016,10 @@ func (t *Transport) SendInject(pi transport.Peer, hdr *transport.Header, iov [][
 // 1.6-4.2 far (2.3 GB/s at the median), 16 KiB 1.85-1.96 near. When most
 // of the last 8 such copies ran slower than farNsPerKiB, the peer is far
 // (peer.far): such payloads go by rendezvous, but for one in farProbe,
-// still sent eager and timed, until most copies are fast again.
+// still sent eager and timed, until most copies are fast again. Not
+// without single copy (off here, or with this peer: another pid
+// namespace, refused by the kernel), where the receiver would ask for
+// the payload in segments: two copies as eager, and a round trip more.
 const (
 	farMin      = 6 << 10
 	farNsPerKiB = 250 // 4 GB/s: between near's 8-12 and far's 2-3
