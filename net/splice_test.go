@@ -115,8 +115,8 @@ func TestSplice_LargeWritesLandWhole(t *testing.T) {
 	}
 	before := a.sp.bytes.Load()
 	for i, req := range []*transport.RMAReq{
-		{Kind: transport.RMAWrite, Local: [][]byte{src[:spliceMin-1]}, Remote: []transport.RMAIOV{{Addr: 0, Len: spliceMin - 1, Key: 9}}},
-		{Kind: transport.RMAWrite, Local: [][]byte{src[:spliceMin]}, Remote: []transport.RMAIOV{{Addr: 0, Len: spliceMin, Key: 9}}, Inject: true},
+		{Kind: transport.RMAWrite, Local: [][]byte{src[:spliceMin-1]}, Remote: []transport.RMAIOV{{Addr: 64, Len: spliceMin - 1, Key: 9}}},
+		{Kind: transport.RMAWrite, Local: [][]byte{src[:spliceMin]}, Remote: []transport.RMAIOV{{Addr: 64, Len: spliceMin, Key: 9}}, Inject: true},
 	} {
 		ops++
 		op := transport.Op(ops)
