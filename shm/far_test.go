@@ -288,3 +288,53 @@ func TestTransport_FarPeerWithoutSingleCopyStaysEager(t *testing.T) {
 		}
 	}
 }
+
+// A far peer that answers eager-sized rendezvous messages with CTS (no
+// single copy on its side) gets them eager again after farCTSMax such
+// answers in a row: segments lose to the ring's copies there.
+func TestTransport_FarVerdictEndsWhenTheReceiverAnswersCTS(t *testing.T) {
+	mk := func(noCMA bool) *Transport {
+		tr, err := NewTransport(TransportConfig{NoCMA: noCMA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	p := &tpair{t: t, a: mk(false), b: mk(true)}
+	if !p.a.cma {
+		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
+	}
+	p.sa, p.sb = newSink(t, p.a), newSink(t, p.b)
+	var c transport.Code
+	if p.ab, c = p.a.Resolve(p.b.Name()); c != 0 {
+		t.Fatal(c)
+	}
+	if p.ba, c = p.b.Resolve(p.a.Name()); c != 0 {
+		t.Fatal(c)
+	}
+	pa := p.a.peers[p.ab]
+	var want [][]byte
+	send := func(n int) {
+		m := seqMsg(len(want), n)
+		want = append(want, m)
+		p.send(transport.KindMsg, m)
+		p.until("the message", func() bool { return p.sb.n == len(want) })
+	}
+	send(64)
+	pa.far, pa.copyVotes = true, 0xff
+	for range 3 * farCTSMax {
+		send(8 << 10)
+	}
+	if got := int(p.sb.nextOp); got != farCTSMax || pa.far {
+		t.Fatalf("%d of %d payloads by rendezvous, far %v; want %d, then eager", got, 3*farCTSMax, pa.far, farCTSMax)
+	}
+	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
+		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
+	}
+	for i, m := range want {
+		if !bytes.Equal(p.sb.got[i], m) {
+			t.Fatalf("message %d (%d B) differs", i, len(m))
+		}
+	}
+}
