@@ -2676,8 +2676,9 @@ const lingerMax = 2 * time.Second
 
 // linger waits (bounded by lingerMax, and only for live receivers) until
 // every receiver we announced a ring to has accepted it, has followed
-// every ring switch, and has taken every bounce-sent payload (an inject
-// that bounced has only a counter to say it went). Eager sends
+// every ring switch, has taken every bounce-sent payload (an inject
+// that bounced has only a counter to say it went) and has room for every
+// ACK we owe it (owesDone). Eager sends
 // complete as soon as their record is in the ring, but the receiver maps
 // the ring only when it accepts the connection request (or reads the
 // switch record); unlinking the ring before that would lose messages
@@ -2700,7 +2701,7 @@ func (t *Transport) linger() {
 			// A request not yet accepted is owed only if its ring holds
 			// records: a ring made ahead (Prepare) and never written to
 			// loses nothing.
-			owed := p.connSlot >= 0 && p.out.Free() != p.out.Cap()-ring.RecordHeader || p.old != nil || p.owesBounce()
+			owed := p.connSlot >= 0 && p.out.Free() != p.out.Cap()-ring.RecordHeader || p.old != nil || p.owesBounce() || p.owesDone()
 			if check && owed && !p.dead {
 				t.checkAlive(p)
 			}
@@ -2726,6 +2727,20 @@ func (t *Transport) linger() {
 		}
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// owesDone reports whether a record that completes an operation of p's
+// (the ACK of a message read or dropped here, the end of a split write)
+// waits for room in our ring to p. Dropped at Close, it failed p's
+// operation with ECONNRESET once p found us gone, although its payload
+// had been read or dropped as asked (TestTransport_CloseWritesQueuedACKs).
+func (p *peer) owesDone() bool {
+	for _, c := range p.ctrl {
+		if c.typ == recACK || c.typ == recWDone {
+			return true
+		}
+	}
+	return false
 }
 
 // owesBounce reports whether a bounce-sent payload to p still waits for

@@ -32,6 +32,9 @@ type tsink struct {
 	// discard: rendezvous messages are dropped unread (DiscardOp), each
 	// counted in n with an empty payload once the transport says so
 	discard bool
+	// drop: rendezvous messages are dropped unread with Discard (no
+	// completion), each counted in n
+	drop bool
 }
 
 func newSink(t *testing.T, tr *Transport) *tsink {
@@ -44,6 +47,12 @@ func (s *tsink) Arrive(p transport.Peer, h *transport.Header, eager []byte, cook
 	}
 	if eager != nil || h.Len == 0 {
 		s.got = append(s.got, bytes.Clone(eager))
+		s.n++
+		return true
+	}
+	if s.drop {
+		s.tr.Discard(p, cookie)
+		s.got = append(s.got, []byte{})
 		s.n++
 		return true
 	}
