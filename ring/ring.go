@@ -571,3 +571,30 @@ func (r *Ring) record(off, w uint64) (size uint64, pad, ok bool) {
 	}
 	return 0, false, false
 }
+
+// (NoteHead and Released come last in the file: placed among the
+// producer's and consumer's methods they moved the hot ones, and an
+// 8-byte ping-pong ran 6% slower near with no more instructions.)
+
+// NoteHead tells the producer that the consumer has released the ring up
+// to position h, as the consumer said in a message of its own: the
+// producer then needs no read of the shared head word (a cache line the
+// consumer writes) to find that space free. A position the producer
+// already knew of, one beyond what it published, or a misaligned one is
+// ignored. It reports whether the cached head moved. The caller must
+// know h to be a position the consumer released in this ring (the
+// consumer's Released, stored before the message carrying it was
+// published): a larger value would let the producer overwrite records
+// not yet read.
+func (r *Ring) NoteHead(h uint64) bool {
+	if h <= r.p.head || h > r.p.pub || h&7 != 0 {
+		return false
+	}
+	r.p.head = h
+	return true
+}
+
+// Released returns the position up to which the consumer has released
+// the ring (the last value stored to the shared head word): a value the
+// producer may be told (NoteHead).
+func (r *Ring) Released() uint64 { return r.c.pub }

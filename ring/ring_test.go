@@ -588,3 +588,50 @@ func TestTryRead_ReleasesAtAQuarterOrWhenEmpty(t *testing.T) {
 		t.Fatalf("Free after reading to ErrEmpty = %d, want %d", got, usable)
 	}
 }
+
+// NoteHead moves the producer's cached head to a position the consumer
+// released and ignores any other: one it knew, one past what was
+// published, a misaligned one. The producer then writes into the space
+// without reading the shared head, and nothing the consumer has not
+// read is overwritten.
+func TestNoteHead(t *testing.T) {
+	r := mustNew(t, 1024)
+	rec := make([]byte, 200)
+	for i := range 4 { // 4 x 208 of the 1024 bytes
+		rec[0] = byte(i)
+		if err := r.TryWrite(1, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.TryWrite(1, rec); !errors.Is(err, ring.ErrFull) {
+		t.Fatalf("a fifth record: %v, want ErrFull", err)
+	}
+	buf := make([]byte, 256)
+	for range 2 {
+		if _, _, err := r.TryRead(buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Release()
+	h := r.Released()
+	if h != 2*208 {
+		t.Fatalf("released %d, want %d", h, 2*208)
+	}
+	for _, bad := range []uint64{0, 4*208 + 8, 4 * 208 * 2, 207} {
+		if r.NoteHead(bad) {
+			t.Fatalf("NoteHead(%d) took it", bad)
+		}
+	}
+	if !r.NoteHead(h) || r.NoteHead(h) || r.NoteHead(208) {
+		t.Fatalf("NoteHead(%d): want it taken once, and 208 after it never", h)
+	}
+	rec[0] = 4
+	if err := r.TryWrite(1, rec); err != nil {
+		t.Fatalf("after NoteHead: %v", err)
+	}
+	for i := 2; i <= 4; i++ {
+		if _, n, err := r.TryRead(buf); err != nil || n != 200 || buf[0] != byte(i) {
+			t.Fatalf("record %d: %d bytes, first %d, %v", i, n, buf[0], err)
+		}
+	}
+}

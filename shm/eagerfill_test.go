@@ -49,11 +49,15 @@ func TestFillEager_SameRecordForEverySplit(t *testing.T) {
 				for _, slot := range []bool{false, true} {
 					hl := hl
 					if slot {
-						hl += 8
+						hl += slotWords
 					}
 					for head := 0; head <= 56; head += 8 {
 						b := bytes.Repeat([]byte{0xee}, hl+n)
-						fillEager(b, &h, iov, head, slot)
+						var sh *slotHdr
+						if slot {
+							sh = &slotHdr{id: 9, rel: 1 << 40}
+						}
+						fillEager(b, &h, iov, head, sh)
 						if slot {
 							b = append(b, 0xdd, 0xdd, 0xdd) // the rest of the slot
 						}

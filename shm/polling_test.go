@@ -1,6 +1,8 @@
 package shm
 
 import (
+	"bytes"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
@@ -164,28 +166,30 @@ func FuzzEagerHdr(f *testing.F) {
 	f.Add([]byte{byte(transport.KindMsg), transport.FlagRemoteData, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0, 0, 2, 0})
 	// a slot record: 3 bytes of payload, 2 more of the slot
-	f.Add([]byte{byte(transport.KindMsg), 0, 0, 1, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e'})
+	f.Add([]byte{byte(transport.KindMsg), 0, 0, 1, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e'})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, n, ok := getEagerHdr(b)
 		if !ok {
 			return
 		}
-		slot := b[3] == 1 // a slot record: the length word follows
+		slot := b[3] == 1 // a slot record: the slot words follow
 		base := n
+		var sh *slotHdr
 		if slot {
-			base -= 8
+			base -= slotWords
+			sh = &slotHdr{id: binary.LittleEndian.Uint32(b[base+4:]), rel: binary.LittleEndian.Uint64(b[base+8:])}
 		}
 		if base != eagerHdrMin && base != eagerHdrMax || n > len(b) || h.Len > uint64(len(b)-n) || !slot && h.Len != uint64(len(b)-n) {
 			t.Fatalf("header length %d (slot %v), Len %d for a %d-byte record", n, slot, h.Len, len(b))
 		}
-		var out [eagerHdrMax + 8]byte
-		m := putEagerHdr(out[:], &h, slot)
-		if want := eagerHdrMin + 8*btoi(h.Data != 0) + 8*btoi(slot); m != want {
+		var out [eagerHdrMax + slotWords]byte
+		m := putEagerHdr(out[:], &h, sh)
+		if want := eagerHdrMin + 8*btoi(h.Data != 0) + slotWords*btoi(slot); m != want {
 			t.Fatalf("put wrote %d bytes for data %#x slot %v, want %d", m, h.Data, slot, want)
 		}
 		// the payload, and for a slot record the rest of the slot
 		g, k, ok := getEagerHdr(append(out[:m:m], b[n:]...))
-		if !ok || k != m || g != h {
+		if !ok || k != m || g != h || slot && !bytes.Equal(out[base+4:m], b[base+4:n]) {
 			t.Fatalf("round trip: %+v (%d, %v), want %+v", g, k, ok, h)
 		}
 	})

@@ -17,7 +17,10 @@ import (
 //	           write for lack of room and may sleep; the consumer, after
 //	           releasing space, swaps it to 0 and nudges the producer's
 //	           region (Region.Nudge)
-//	trailer+4  reserved, zero (124 B)
+//	trailer+4  id u32: the creator's number for this ring (ringSegIDs),
+//	           which the receiver names the ring by when it tells the
+//	           sender how far it has read (slot records, see slotHdr)
+//	trailer+8  reserved, zero (120 B)
 //
 // The file is a page multiple: a ring of capacity 4 KiB takes 8 KiB.
 const trailerSize = 128
@@ -40,7 +43,14 @@ type ringSeg struct {
 	seg  *Segment
 	r    *ring.Ring
 	want *atomic.Uint32
+	id   uint32 // trailer+4: the creator's number for the ring (not 0)
 }
+
+// ringSegIDs numbers the ring segments this process creates: every ring
+// a sender writes has an id no earlier ring of this process had (until
+// 2^32 rings), so a receiver's note of how far it read one ring is never
+// taken for another (slotHdr).
+var ringSegIDs atomic.Uint32
 
 // createRingSeg creates and formats a ring segment of the given capacity.
 func createRingSeg(capacity int) (*ringSeg, error) {
@@ -58,7 +68,12 @@ func createRingSeg(capacity int) (*ringSeg, error) {
 		_ = seg.Close()
 		return nil, err
 	}
-	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(capacity))}, nil
+	id := ringSegIDs.Add(1)
+	for id == 0 {
+		id = ringSegIDs.Add(1)
+	}
+	word32(seg.Bytes(), trailerOff(capacity)+4).Store(id)
+	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(capacity)), id: id}, nil
 }
 
 // openRingSeg maps the ring segment name a peer created and attaches its
@@ -86,11 +101,17 @@ func openRingSeg(name string, size int) (*ringSeg, error) {
 	if err == nil && RingSegSize(r.Cap()) != size {
 		err = fmt.Errorf("%w: ring segment %s of %d bytes holds a ring of capacity %d", ErrCorrupt, name, size, r.Cap())
 	}
+	var id uint32
+	if err == nil {
+		if gerr := Guard(func() { id = word32(seg.Bytes(), trailerOff(r.Cap())+4).Load() }); gerr != nil {
+			err = gerr
+		}
+	}
 	if err != nil {
 		_ = seg.Close()
 		return nil, fmt.Errorf("shm: ring segment %s: %w", name, err)
 	}
-	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(r.Cap()))}, nil
+	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(r.Cap())), id: id}, nil
 }
 
 // madvPopulateWrite and madvPopulateRead are MADV_POPULATE_WRITE and
