@@ -3,6 +3,7 @@ package engine
 import (
 	"github.com/gofi-dev/fi/match"
 	"github.com/gofi-dev/fi/transport"
+	"math"
 )
 
 // Operation and completion flag bits, equal to libfabric's (rdma/fabric.h)
@@ -121,7 +122,8 @@ type Endpoint struct {
 	drops    []heldDrop
 	dropFree []uint32
 	// recvPrep: tr's, when it has one and it acts on some size (from
-	// recvPrepMin bytes)
+	// recvPrepMin bytes; math.MaxInt without, so that a receive's check
+	// is one compare)
 	recvPrep    transport.RecvPreparer
 	recvPrepMin int
 	// maxEager is tr.MaxEager(), read once (a fixed figure of every
@@ -317,6 +319,7 @@ func NewEndpoint(cfg Config) (*Endpoint, Code) {
 	ep.discarder, _ = cfg.Transport.(transport.Discarder)
 	ep.sharer, _ = cfg.Transport.(transport.CPUSharer)
 	ep.maxEager = cfg.Transport.MaxEager()
+	ep.recvPrepMin = math.MaxInt
 	if rp, ok := cfg.Transport.(transport.RecvPreparer); ok {
 		if m := rp.RecvPrepareMin(); m > 0 {
 			ep.recvPrep, ep.recvPrepMin = rp, m
@@ -693,9 +696,6 @@ func (ep *Endpoint) recvLocked(a *RecvArgs, ctx any) Code {
 	if ep.nrx >= ep.cfg.RxSize {
 		return CodeAgain
 	}
-	if ep.recvPrepMin > 0 && (len(a.Buf) >= ep.recvPrepMin || a.IOV != nil) {
-		ep.prepareRecv(a)
-	}
 	if f := &ep.fast[fastIdx(a.Kind)]; f.live {
 		ep.spill(fastIdx(a.Kind)) // it was posted first
 	} else if !ep.noFast && a.Flags&FlagMultiRecv == 0 && (a.Kind == transport.KindMsg || a.Kind == transport.KindTagged) &&
@@ -705,9 +705,15 @@ func (ep *Endpoint) recvLocked(a *RecvArgs, ctx any) Code {
 		if a.IOV != nil {
 			buf = a.IOV[0]
 		}
+		if len(buf) >= ep.recvPrepMin {
+			ep.recvPrep.PrepareRecv(buf)
+		}
 		f.ctx, f.buf, f.tag, f.ignore, f.flags, f.group, f.live = ctx, buf, w.Tag, w.Ignore, a.Flags, w.Group, true
 		ep.nrx++
 		return 0
+	}
+	if len(a.Buf) >= ep.recvPrepMin || a.IOV != nil {
+		ep.prepareRecv(a)
 	}
 	if a.Flags&FlagMultiRecv != 0 {
 		if a.IOV != nil && len(a.IOV) != 1 {
@@ -744,6 +750,9 @@ func (ep *Endpoint) recvLocked(a *RecvArgs, ctx any) Code {
 // prepareRecv hands the posted buffers of a that are large enough to the
 // transport's PrepareRecv.
 func (ep *Endpoint) prepareRecv(a *RecvArgs) {
+	if ep.recvPrep == nil {
+		return
+	}
 	if a.IOV == nil {
 		ep.recvPrep.PrepareRecv(a.Buf)
 		return

@@ -594,6 +594,9 @@ func TestEndpoint_PrepareRecvLargeBuffersOnly(t *testing.T) {
 		{"buffer at the minimum", 1000, RecvArgs{Buf: big}, []int{1000}},
 		{"buffer under it", 1000, RecvArgs{Buf: small}, nil},
 		{"iov: only the large elements", 1000, RecvArgs{IOV: [][]byte{small, big, big[:10], big}}, []int{1000, 1000}},
+		{"iov of one element (held apart)", 1000, RecvArgs{IOV: [][]byte{big}}, []int{1000}},
+		{"iov of one small element", 1000, RecvArgs{IOV: [][]byte{small}}, nil},
+		{"tagged", 1000, RecvArgs{Buf: big, Kind: transport.KindTagged}, []int{1000}},
 		{"multi-receive buffer", 1000, RecvArgs{Buf: big, Flags: FlagMultiRecv}, []int{1000}},
 		{"peek", 1000, RecvArgs{Buf: big, Flags: FlagPeek}, nil},
 		{"minimum 0: never", 0, RecvArgs{Buf: big}, nil},
@@ -608,10 +611,27 @@ func TestEndpoint_PrepareRecvLargeBuffersOnly(t *testing.T) {
 			}
 			defer ep.Close()
 			a := c.args
-			a.Src, a.Kind = anySrc, transport.KindMsg
+			a.Src = anySrc
+			if a.Kind == 0 {
+				a.Kind = transport.KindMsg
+			}
 			ep.Recv(&a, nil)
 			if fmt.Sprint(tr.lens) != fmt.Sprint(c.want) {
 				t.Errorf("PrepareRecv got lengths %v, want %v", tr.lens, c.want)
+			}
+			// A second receive goes to the matcher (the first is held
+			// apart, or queued): prepared the same way.
+			if c.args.Flags&FlagPeek == 0 {
+				tr.lens = nil
+				b := c.args
+				b.Src = anySrc
+				if b.Kind == 0 {
+					b.Kind = transport.KindMsg
+				}
+				ep.Recv(&b, nil)
+				if fmt.Sprint(tr.lens) != fmt.Sprint(c.want) {
+					t.Errorf("second post: PrepareRecv got lengths %v, want %v", tr.lens, c.want)
+				}
 			}
 		})
 	}
