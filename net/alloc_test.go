@@ -61,6 +61,7 @@ func TestProbeCPUs_NoAllocation(t *testing.T) {
 	prober.run()
 	n := testing.AllocsPerRun(20, func() {
 		for end := time.Now().Add(20 * time.Second); prober.busy.Load() && time.Now().Before(end); {
+			runtime.Gosched()
 		}
 		probeCPUs(0, 1)
 		cpusFar(0, 1)

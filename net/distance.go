@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/gofi-dev/fi/internal/placement"
 	"golang.org/x/sys/unix"
@@ -92,9 +93,10 @@ var prober probeThreads
 
 type probeThreads struct {
 	start sync.Once
-	busy  atomic.Bool // a probe is under way (set by probeCPUs, cleared by the responder)
-	to    chan int    // the responder's CPU
-	flag  [3]flagWord // the line bounced: flag[1], padded
+	busy  atomic.Bool  // a probe is under way (set by probeCPUs, cleared by the responder)
+	to    atomic.Int32 // the responder's CPU + 1 (0: none asked), a futex word
+	ran   atomic.Bool  // the responder started (run)
+	flag  [3]flagWord  // the line bounced: flag[1], padded
 	ts    [probeBatches]int64
 	// probes and fails count the probes answered and failed (tests).
 	probes, fails atomic.Int64
@@ -108,16 +110,41 @@ type flagWord struct {
 // run starts the responder once (with the first same-host peer).
 func (pt *probeThreads) run() {
 	pt.start.Do(func() {
-		pt.to = make(chan int, 1)
+		pt.ran.Store(true)
 		go pt.responder()
 	})
 }
 
+// The responder sleeps in futex(2) on pt.to rather than on a channel:
+// readying a goroutine parked on a channel puts it in the waker's run
+// queue, where it waited, while the waker spun for it, until another
+// thread of the runtime stole it (two more wake-ups of threads on a busy
+// host) or the waker was preempted: under load a probe then failed its
+// 5 ms wait in 3 of 8 tries and took up to 15 ms. A thread woken in
+// futex(2) runs at once and takes the idle P back on its way out of the
+// system call.
+func futexWait(w *atomic.Int32, v int32) {
+	unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), linuxFutexWaitPrivate, uintptr(v), 0, 0, 0)
+}
+
+func futexWake(w *atomic.Int32) {
+	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), linuxFutexWakePrivate, 1, 0, 0, 0)
+}
+
+const (
+	linuxFutexWaitPrivate = 0 | 128 // FUTEX_WAIT | FUTEX_PRIVATE_FLAG
+	linuxFutexWakePrivate = 1 | 128 // FUTEX_WAKE | FUTEX_PRIVATE_FLAG
+)
+
 // The bounced word: 0 set by the initiator before it wakes the responder,
 // probeReady once the responder runs pinned, then odd values the
-// initiator stores and the responder answers with the next even one, and
-// probeStop (the initiator is done or gave up) or probeFail (the
-// responder could not pin itself).
+// initiator stores and the responder answers with the next even one, or
+// probeFail (the responder could not pin itself), and at the end
+// probeStop, the initiator's last store (it is done or gave up), which
+// the responder waits for before it clears busy: a stale store of one
+// probe then never lands in the next one's word (a version that cleared
+// busy on its own left a later initiator or the responder spinning
+// forever, go test -race -count=3: TestProbeCPUs).
 const (
 	probeReady = 2
 	probeStop  = ^uint64(0)
@@ -127,18 +154,21 @@ const (
 func (pt *probeThreads) responder() {
 	runtime.LockOSThread() // for good: this thread only probes
 	f := &pt.flag[1].v
-	for cpu := range pt.to {
-		var old unix.CPUSet
-		if !pinTo(cpu, &old) {
-			f.CompareAndSwap(0, probeFail)
-			pt.busy.Store(false)
+	for {
+		v := pt.to.Load()
+		if v == 0 {
+			futexWait(&pt.to, 0)
 			continue
 		}
-		if f.CompareAndSwap(0, probeReady) {
+		pt.to.Store(0)
+		cpu := int(v) - 1
+		var old unix.CPUSet
+		pinned := pinTo(cpu, &old)
+		if pinned && f.CompareAndSwap(0, probeReady) {
 			var last uint64
 			for {
 				v := f.Load()
-				if v >= probeFail {
+				if v == probeStop {
 					break
 				}
 				if v&1 == 1 && v != last {
@@ -146,8 +176,15 @@ func (pt *probeThreads) responder() {
 					last = v
 				}
 			}
+		} else if !pinned && f.CompareAndSwap(0, probeFail) {
+			for f.Load() != probeStop {
+			}
 		}
-		unix.SchedSetaffinity(0, &old)
+		if pinned {
+			unix.SchedSetaffinity(0, &old)
+		}
+		// Only once the initiator's last store (probeStop) is seen: it
+		// never touches f after it, so a later probe's f starts clean.
 		pt.busy.Store(false)
 	}
 }
@@ -165,7 +202,7 @@ func probeCPUs(a, b int) (far, known bool) {
 	if a > b {
 		a, b = b, a
 	}
-	if pt.to == nil || runtime.GOMAXPROCS(0) < 2 || !pt.busy.CompareAndSwap(false, true) {
+	if !pt.ran.Load() || runtime.GOMAXPROCS(0) < 2 || !pt.busy.CompareAndSwap(false, true) {
 		return false, false
 	}
 	runtime.LockOSThread()
@@ -181,7 +218,8 @@ func probeCPUs(a, b int) (far, known bool) {
 	if !pinTo(me, &old) {
 		pt.busy.Store(false)
 	} else {
-		pt.to <- other // never blocks: busy held, the responder took the last one
+		pt.to.Store(int32(other) + 1) // busy held: the responder took the last one
+		futexWake(&pt.to)
 		ok = pt.bounce(f)
 		f.Store(probeStop) // the responder restores its mask and clears busy
 		unix.SchedSetaffinity(0, &old)
@@ -208,7 +246,7 @@ func (pt *probeThreads) bounce(f *atomic.Uint64) bool {
 		if v == probeReady {
 			break
 		}
-		if v == probeFail || (i&0xff == 0xff && time.Since(start) > probeLimit && f.CompareAndSwap(0, probeStop)) {
+		if v == probeFail || v == probeStop || (i&0xff == 0xff && time.Since(start) > probeLimit && f.CompareAndSwap(0, probeStop)) {
 			return false
 		}
 	}

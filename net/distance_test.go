@@ -30,6 +30,11 @@ func TestProbeCPUs(t *testing.T) {
 		if !prober.busy.Load() {
 			far, known = probeCPUs(b, a)
 		}
+		// Not spinning: the responder needs a P (two here) to run, and
+		// with this loop holding one and another test's leftover loop the
+		// other, it waited for preemption (-race -count=3: 19 probes
+		// failed in 20 s).
+		time.Sleep(time.Millisecond)
 	}
 	f2, k2, stale := cpusFar(a, b)
 	if f2 != far || !k2 || stale {
@@ -40,7 +45,7 @@ func TestProbeCPUs(t *testing.T) {
 	if err == nil && (r.RTNs < placement.FarNs/2 || r.RTNs > 2*placement.FarNs) && far != (r.Class == "far") {
 		t.Errorf("probeCPUs says far %v, placement.Probe %v", far, r)
 	}
-	for end := time.Now().Add(20 * time.Second); prober.busy.Load(); {
+	for end := time.Now().Add(20 * time.Second); prober.busy.Load(); time.Sleep(time.Millisecond) {
 		if time.Now().After(end) {
 			t.Fatal("the responder never finished")
 		}

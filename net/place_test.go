@@ -1004,7 +1004,7 @@ func TestPlace_HugeTrafficJoinsOnlyFar(t *testing.T) {
 			a := listen(t, Config{})
 			first.Store(a)
 			b := listen(t, Config{})
-			pingPongSize(t, a, b, 30, 1<<20)
+			pingPongSize(t, a, b, 20, colocateMax)
 			if localPeer(a) == nil || localPeer(b) == nil {
 				t.Fatal("same-host peers not listed")
 			}
