@@ -139,16 +139,22 @@ const (
 // The bounced word: 0 set by the initiator before it wakes the responder,
 // probeReady once the responder runs pinned, then odd values the
 // initiator stores and the responder answers with the next even one, or
-// probeFail (the responder could not pin itself), and at the end
-// probeStop, the initiator's last store (it is done or gave up), which
-// the responder waits for before it clears busy: a stale store of one
-// probe then never lands in the next one's word (a version that cleared
-// busy on its own left a later initiator or the responder spinning
-// forever, go test -race -count=3: TestProbeCPUs).
+// probeFail (the responder could not pin itself), or probeGaveUp (the
+// initiator stopped waiting for the responder before it came), and at
+// the end probeStop, the initiator's last store (it is done or gave up),
+// which the responder waits for before it clears busy, whatever it found
+// in the word: a stale store of one probe then never lands in the next
+// one's word (a version that cleared busy on its own left a later
+// initiator or the responder spinning forever, go test -race -count=3:
+// TestProbeCPUs; and while giving up stored probeStop itself, a
+// responder that came late took that for the last store and cleared busy
+// before the initiator's own last store, which could then land in the
+// next probe's word and fail it).
 const (
-	probeReady = 2
-	probeStop  = ^uint64(0)
-	probeFail  = probeStop - 1
+	probeReady  = 2
+	probeStop   = ^uint64(0)
+	probeFail   = probeStop - 1
+	probeGaveUp = probeStop - 2
 )
 
 func (pt *probeThreads) responder() {
@@ -171,20 +177,26 @@ func (pt *probeThreads) responder() {
 				if v == probeStop {
 					break
 				}
-				if v&1 == 1 && v != last {
-					f.Store(v + 1)
+				// A compare-and-swap, not a store: an initiator that gave
+				// up on this round (probeLimit, say while this thread was
+				// preempted between its load and its answer) has stored
+				// probeStop, which a store would overwrite, and this loop
+				// would then spin, pinned, for good.
+				if v&1 == 1 && v != last && f.CompareAndSwap(v, v+1) {
 					last = v
 				}
 			}
-		} else if !pinned && f.CompareAndSwap(0, probeFail) {
-			for f.Load() != probeStop {
-			}
+		} else if !pinned {
+			f.CompareAndSwap(0, probeFail)
+		}
+		// Only once the initiator's last store (probeStop) is seen: it
+		// never touches f after it, so a later probe's f starts clean.
+		// (Found probeGaveUp: it comes right after.)
+		for f.Load() != probeStop {
 		}
 		if pinned {
 			unix.SchedSetaffinity(0, &old)
 		}
-		// Only once the initiator's last store (probeStop) is seen: it
-		// never touches f after it, so a later probe's f starts clean.
 		pt.busy.Store(false)
 	}
 }
@@ -246,7 +258,7 @@ func (pt *probeThreads) bounce(f *atomic.Uint64) bool {
 		if v == probeReady {
 			break
 		}
-		if v == probeFail || v == probeStop || (i&0xff == 0xff && time.Since(start) > probeLimit && f.CompareAndSwap(0, probeStop)) {
+		if v == probeFail || v == probeStop || (i&0xff == 0xff && time.Since(start) > probeLimit && f.CompareAndSwap(0, probeGaveUp)) {
 			return false
 		}
 	}

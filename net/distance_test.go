@@ -58,3 +58,18 @@ func TestProbeCPUs(t *testing.T) {
 		t.Fatalf("after a failed probe: known %v, stale %v; want recorded as not known", known, stale)
 	}
 }
+
+// An initiator that stops waiting for the responder (probeLimit) leaves
+// probeGaveUp in the word, not probeStop: a responder that comes late
+// waits for the initiator's own last store (probeStop) before it clears
+// busy, so that store cannot land in the next probe's word.
+func TestProbeBounce_GivingUpIsNotTheLastStore(t *testing.T) {
+	pt := &probeThreads{} // no responder
+	f := &pt.flag[1].v
+	if pt.bounce(f) {
+		t.Fatal("a probe without a responder answered")
+	}
+	if v := f.Load(); v != probeGaveUp {
+		t.Fatalf("word after giving up %#x, want probeGaveUp %#x (not probeStop %#x)", v, uint64(probeGaveUp), uint64(probeStop))
+	}
+}
