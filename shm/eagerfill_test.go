@@ -49,7 +49,7 @@ func TestFillEager_SameRecordForEverySplit(t *testing.T) {
 				for _, slot := range []bool{false, true} {
 					hl := hl
 					if slot {
-						hl += slotWords
+						hl = slotHdrLen
 					}
 					for head := 0; head <= 56; head += 8 {
 						b := bytes.Repeat([]byte{0xee}, hl+n)

@@ -166,7 +166,10 @@ func FuzzEagerHdr(f *testing.F) {
 	f.Add([]byte{byte(transport.KindMsg), transport.FlagRemoteData, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{0, 0, 2, 0})
 	// a slot record: 3 bytes of payload, 2 more of the slot
-	f.Add([]byte{byte(transport.KindMsg), 0, 0, 1, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 'a', 'b', 'c', 'd', 'e'})
+	f.Add(append([]byte{byte(transport.KindMsg), 0, 0, 1, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0,
+		0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee,
+		0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, 0xee, // padding
+		3, 0, 0, 0, 7, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0}, 'a', 'b', 'c', 'd', 'e'))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, n, ok := getEagerHdr(b)
 		if !ok {
@@ -176,20 +179,27 @@ func FuzzEagerHdr(f *testing.F) {
 		base := n
 		var sh *slotHdr
 		if slot {
-			base -= slotWords
-			sh = &slotHdr{id: binary.LittleEndian.Uint32(b[base+4:]), rel: binary.LittleEndian.Uint64(b[base+8:])}
+			if n != slotHdrLen {
+				t.Fatalf("slot record header of %d bytes, want %d", n, slotHdrLen)
+			}
+			base = eagerHdrMin + 8*int(b[2])
+			sh = &slotHdr{id: binary.LittleEndian.Uint32(b[slotHdrLen-12:]), rel: binary.LittleEndian.Uint64(b[slotHdrLen-8:])}
 		}
 		if base != eagerHdrMin && base != eagerHdrMax || n > len(b) || h.Len > uint64(len(b)-n) || !slot && h.Len != uint64(len(b)-n) {
 			t.Fatalf("header length %d (slot %v), Len %d for a %d-byte record", n, slot, h.Len, len(b))
 		}
-		var out [eagerHdrMax + slotWords]byte
+		var out [slotHdrLen]byte
 		m := putEagerHdr(out[:], &h, sh)
-		if want := eagerHdrMin + 8*btoi(h.Data != 0) + slotWords*btoi(slot); m != want {
+		want := eagerHdrMin + 8*btoi(h.Data != 0)
+		if slot {
+			want = slotHdrLen
+		}
+		if m != want {
 			t.Fatalf("put wrote %d bytes for data %#x slot %v, want %d", m, h.Data, slot, want)
 		}
 		// the payload, and for a slot record the rest of the slot
 		g, k, ok := getEagerHdr(append(out[:m:m], b[n:]...))
-		if !ok || k != m || g != h || slot && !bytes.Equal(out[base+4:m], b[base+4:n]) {
+		if !ok || k != m || g != h || slot && !bytes.Equal(out[slotHdrLen-12:m], b[slotHdrLen-12:n]) {
 			t.Fatalf("round trip: %+v (%d, %v), want %+v", g, k, ok, h)
 		}
 	})

@@ -80,11 +80,13 @@ import (
 //	eagerHdr: kind u8, flags u8, hasData u8 (0 or 1), hasLen u8 (0 or
 //	          1), group u32, tag u64, then data u64 only when hasData,
 //	          then only when hasLen (a slot record, see reserveEager):
-//	          len u32, the payload's length, the rest of the record
-//	          unused; ring u32 and released u64, how far the sender has
-//	          read the ring the receiver writes to it (ring: its
-//	          trailer's id, 0 for none; see slotHdr). Without hasLen the
-//	          payload length is the record's length less the header. An 8-byte message is
+//	          padding to byte 40 of the record's payload, len u32, the
+//	          payload's length, ring u32 and released u64, how far the
+//	          sender has read the ring the receiver writes to it (ring:
+//	          its trailer's id, 0 for none; see slotHdr); the payload at
+//	          byte 56 (slotHdrLen), the rest of the record unused.
+//	          Without hasLen the payload length is the record's length
+//	          less the header. An 8-byte message is
 //	          a 32-byte record (ring header included), two to a cache line
 //	          and never across two, where the full msgHdr made it 48 bytes,
 //	          half of them spread over two lines.
@@ -104,12 +106,17 @@ const (
 const (
 	msgHdrLen = 32
 	// eagerHdrMin and eagerHdrMax bound the eager header (without and
-	// with the data word; a slot record's words add slotWords to either);
+	// with the data word; a slot record's header is slotHdrLen);
 	// eager sizing uses msgHdrLen, which is at least each of them.
 	eagerHdrMin = 16
 	eagerHdrMax = 24
 	// slotWords: a slot record's length and release words (slotHdr)
 	slotWords = 16
+	// slotHdrLen: a slot record's header, the eager header, padding and
+	// the slot words last: its payload starts on the line after the
+	// record's first (slots start on a line), where the copies of a
+	// 4 KiB ping-pong run faster than from the header's line's middle.
+	slotHdrLen = 64 - ring.RecordHeader
 	// eagerSlotMin is the smallest eager payload that may go in a slot
 	// record (reserveEager).
 	eagerSlotMin = 2048
@@ -930,9 +937,9 @@ func putEagerHdr(b []byte, h *transport.Header, slot *slotHdr) int {
 		binary.LittleEndian.PutUint64(b[16:], h.Data)
 	}
 	if slot != nil {
-		binary.LittleEndian.PutUint64(b[n:], h.Len&0xffffffff|uint64(slot.id)<<32)
-		binary.LittleEndian.PutUint64(b[n+8:], slot.rel)
-		n, hasLen = n+slotWords, 1
+		binary.LittleEndian.PutUint64(b[slotHdrLen-slotWords:], h.Len&0xffffffff|uint64(slot.id)<<32)
+		binary.LittleEndian.PutUint64(b[slotHdrLen-8:], slot.rel)
+		n, hasLen = slotHdrLen, 1
 	}
 	b[0], b[1], b[2], b[3] = byte(h.Kind), h.Flags, has, hasLen
 	binary.LittleEndian.PutUint32(b[4:], h.Group)
@@ -970,10 +977,10 @@ func decodeEagerHdr(h *transport.Header, b []byte) (int, bool) {
 	}
 	h.Len = uint64(len(b) - n)
 	if b[3] == 1 {
-		if len(b) < n+slotWords {
+		if len(b) < slotHdrLen {
 			return 0, false
 		}
-		h.Len, n = uint64(binary.LittleEndian.Uint32(b[n:])), n+slotWords
+		h.Len, n = uint64(binary.LittleEndian.Uint32(b[slotHdrLen-slotWords:])), slotHdrLen
 		if h.Len > uint64(len(b)-n) {
 			return 0, false
 		}
@@ -1104,7 +1111,7 @@ func (t *Transport) putEagerTimed(p *peer, b []byte, hdr *transport.Header, iov 
 	}
 	var slot *slotHdr
 	if len(b) != hl+n {
-		hl += slotWords
+		hl = slotHdrLen
 		s := p.slotHdr()
 		slot = &s
 	}
@@ -1187,7 +1194,7 @@ func reserveEager(p *peer, hdr *transport.Header) ([]byte, error) {
 		hl = eagerHdrMax
 	}
 	if n >= eagerSlotMin {
-		slot := 1 << bits.Len(uint(ring.RecordHeader+hl+slotWords+n-1))
+		slot := 1 << bits.Len(uint(ring.RecordHeader+slotHdrLen+n-1))
 		if c := p.out.Cap(); c == 2*slot && p.out.TailAligned(slot) && slotsPay(ring.RecordHeader+hl+n, n, c) {
 			if b, err := p.out.Reserve(slot - ring.RecordHeader); err == nil {
 				return b, nil
@@ -1225,7 +1232,7 @@ func (t *Transport) putEager(p *peer, b []byte, hdr *transport.Header, iov [][]b
 	}
 	if len(b) != hl+n {
 		s := p.slotHdr()
-		fillEager(b[:hl+slotWords+n], hdr, iov, headLine(b), &s)
+		fillEager(b[:slotHdrLen+n], hdr, iov, headLine(b), &s)
 	} else {
 		fillEager(b, hdr, iov, headLine(b), nil)
 	}
@@ -1280,7 +1287,7 @@ func fillEager(b []byte, hdr *transport.Header, iov [][]byte, head int, slot *sl
 		hl = eagerHdrMax
 	}
 	if slot != nil {
-		hl += slotWords
+		hl = slotHdrLen
 	}
 	switch {
 	case len(b) <= head:

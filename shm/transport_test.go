@@ -541,7 +541,7 @@ func TestTransport_EagerRecordsAlternateTwoSlots(t *testing.T) {
 		}
 		send()
 		p.until("the first message", func() bool { return p.sb.n == 1 })
-		slot := 1 << bits.Len(uint(ring.RecordHeader+eagerHdrMin+8+n-1))
+		slot := 1 << bits.Len(uint(ring.RecordHeader+slotHdrLen+n-1))
 		out := p.a.peers[p.ab].out
 		if out.Cap() != 2*slot {
 			t.Fatalf("%d B: ring of %d bytes, want two %d-byte slots", n, out.Cap(), slot)
