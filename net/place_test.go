@@ -420,15 +420,20 @@ func TestPlace_InitiatorMovesOffAnIdleTargetsLoop(t *testing.T) {
 			as := newSink()
 			p, _ := a.Resolve(b.Name())
 			var buf [8]byte
-			deadline := time.Now().Add(20 * time.Second)
 			// Until the initiator moved (its Poll borrows its loop after
 			// a run of empty polls; only then does it look), or 1000.
+			// Each one's wait is bounded, not the run: with one P (go
+			// test -race, GOMAXPROCS=1, load 10) the target's loop, a
+			// goroutine of this process, ran only when the runtime
+			// preempted the polling initiator, 20-26 ms per RMA, and a
+			// 20 s bound on all 1000 failed 4 of 4 Old runs at 755-907.
 			for op := transport.Op(1); op <= 1000 && (!c.move || a.moves.Load() == 0); op++ {
 				req := &transport.RMAReq{Kind: transport.RMAWrite, Local: [][]byte{buf[:]}, Remote: []transport.RMAIOV{{Addr: 8, Len: 8, Key: 7}}}
 				done, code := a.RMA(p, req, op)
 				if code != transport.OK {
 					t.Fatalf("RMA %d: code %d", op, code)
 				}
+				deadline := time.Now().Add(20 * time.Second)
 				for !done { // a busy-polling initiator, as perftest's
 					if time.Now().After(deadline) {
 						t.Fatalf("RMA %d: timed out", op)
