@@ -141,11 +141,14 @@ func TestTransport_UnreadRingToADeadPeerFailsIt(t *testing.T) {
 	}
 }
 
-// The growths of a ring after Prepare take the spare segments made then,
-// the smallest that covers each: a 4 KiB message (whose eagerDepth
-// records need a 16 KiB ring) takes the small one, a 16 KiB message (64
-// KiB) the large one, and neither makes a file on its way; a growth
-// beyond makes one as before.
+// The first prepareWide rings Prepare makes hold a 2-5 KiB message's
+// eagerDepth records (spareSmallCap), so that such messages' first round
+// trips follow no switch; the growths after take the spare segments made
+// then, the smallest that covers each: a 16 KiB message (whose records
+// need 64 KiB) the large one, with no file made on its way; a growth
+// beyond makes one as before. The rings of the peers prepared later start
+// at MinRingSize, and a 4 KiB message to one of them takes the small spare
+// (TestPrepare_LaterRingsStartSmall).
 func TestPrepare_FirstGrowthTakesTheSpare(t *testing.T) {
 	testDir(t)
 	p := newTPair(t, TransportConfig{ShrinkAfter: time.Hour})
@@ -156,12 +159,15 @@ func TestPrepare_FirstGrowthTakesTheSpare(t *testing.T) {
 		t.Fatal("no spares after Prepare")
 	}
 	pa := p.a.peers[p.ab]
+	prepared := &ringSeg{seg: pa.seg}
 	for i, c := range []struct {
 		size     int
 		seg      *ringSeg // the ring's segment after the message (nil: a new one)
 		capacity int
 	}{
-		{4 << 10, small, spareSmallCap},
+		{8, prepared, spareSmallCap},
+		{4 << 10, prepared, spareSmallCap},
+		{5 << 10, prepared, spareSmallCap},
 		{16 << 10, spare, spareCap},
 		{64 << 10, nil, 2 * spareCap}, // eager up to MaxEager only: a 64 KiB window
 	} {
@@ -180,13 +186,86 @@ func TestPrepare_FirstGrowthTakesTheSpare(t *testing.T) {
 			}
 		}
 		if c.seg != nil && (pa.seg != c.seg.seg || pa.out.Cap() != c.capacity) ||
-			c.seg == nil && (pa.seg == small.seg || pa.seg == spare.seg || pa.out.Cap() != c.capacity) {
-			t.Fatalf("after %d B: ring capacity %d, the small spare %v, the large %v",
-				c.size, pa.out.Cap(), pa.seg == small.seg, pa.seg == spare.seg)
+			c.seg == nil && (pa.seg == small.seg || pa.seg == spare.seg || pa.seg == prepared.seg || pa.out.Cap() != c.capacity) {
+			t.Fatalf("after %d B: ring capacity %d, the prepared ring %v, the small spare %v, the large %v",
+				c.size, pa.out.Cap(), pa.seg == prepared.seg, pa.seg == small.seg, pa.seg == spare.seg)
+		}
+		if c.seg == prepared && p.a.switches != 0 {
+			t.Fatalf("after %d B: %d ring switches, want none", c.size, p.a.switches)
 		}
 	}
-	if p.a.spareSmall != nil || p.a.spare != nil {
-		t.Error("a spare taken is still kept")
+	if p.a.spare != nil {
+		t.Error("the spare taken is still kept")
+	}
+	if p.a.spareSmall != small {
+		t.Error("the small spare, which no growth needed, was taken")
+	}
+}
+
+// Prepare's first prepareWide rings start at spareSmallCap, the later ones
+// at MinRingSize (what each peer costs up front); the first 4 KiB message
+// to a later one grows its ring into the small spare, made ahead.
+func TestPrepare_LaterRingsStartSmall(t *testing.T) {
+	testDir(t)
+	a, err := NewTransport(TransportConfig{ShrinkAfter: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var last *Transport
+	var lastIdx transport.Peer
+	for i := 0; i < prepareWide+2; i++ {
+		b, err := NewTransport(TransportConfig{ShrinkAfter: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		pi, c := a.Resolve(b.Name())
+		if c != 0 {
+			t.Fatal(c)
+		}
+		a.Prepare(pi)
+		want := spareSmallCap
+		if i >= prepareWide {
+			want = DefaultMinRingSize
+		}
+		if got := a.peers[pi].out.Cap(); got != want {
+			t.Fatalf("prepared ring %d: capacity %d, want %d", i, got, want)
+		}
+		last, lastIdx = b, pi
+	}
+	small := a.spareSmall
+	if small == nil {
+		t.Fatal("no small spare after Prepare")
+	}
+	sb := newSink(t, last)
+	msg := seqMsg(1, 4<<10)
+	h := transport.Header{Kind: transport.KindMsg, Len: uint64(len(msg))}
+	sa := newSink(t, a)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, c := a.Send(lastIdx, &h, [][]byte{msg}, 1)
+		if c == 0 {
+			break
+		}
+		if c != transport.EAgain || time.Now().After(deadline) {
+			t.Fatalf("4 KiB send: code %d", c)
+		}
+		a.Poll(sa)
+		last.Poll(sb)
+	}
+	for sb.n == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out waiting for the 4 KiB message")
+		}
+		a.Poll(sa)
+		last.Poll(sb)
+	}
+	if !bytes.Equal(sb.got[0], msg) {
+		t.Error("payload changed across the switch")
+	}
+	if pl := a.peers[lastIdx]; pl.seg != small.seg || pl.out.Cap() != spareSmallCap {
+		t.Errorf("after 4 KiB to a later peer: ring capacity %d, the small spare %v", pl.out.Cap(), pl.seg == small.seg)
 	}
 }
 
@@ -200,8 +279,13 @@ func TestPrepare_UnusedSpareGoesWhenIdle(t *testing.T) {
 	if p.a.spare == nil || p.b.spare == nil || p.a.spareSmall == nil || p.b.spareSmall == nil {
 		t.Fatal("no spares after Prepare")
 	}
-	p.until("spares closed", func() bool {
-		return p.a.spare == nil && p.b.spare == nil && p.a.spareSmall == nil && p.b.spareSmall == nil
+	pa, pb := p.a.peers[p.ab], p.b.peers[p.ba]
+	if pa.out.Cap() != spareSmallCap || pb.out.Cap() != spareSmallCap {
+		t.Fatalf("prepared rings of %d and %d, want %d (prepareWide)", pa.out.Cap(), pb.out.Cap(), spareSmallCap)
+	}
+	p.until("spares closed and rings shrunk", func() bool {
+		return p.a.spare == nil && p.b.spare == nil && p.a.spareSmall == nil && p.b.spareSmall == nil &&
+			pa.out.Cap() == DefaultMinRingSize && pb.out.Cap() == DefaultMinRingSize && pa.old == nil && pb.old == nil
 	})
 	if files, n := ringFiles(t, dir, p.a, p.b); files != 2 || n != int64(2*RingSegSize(DefaultMinRingSize)) {
 		t.Errorf("idle prepared pair: %d ring files of %d bytes, want the 2 small rings", files, n)

@@ -35,7 +35,8 @@ import (
 //
 // Ring memory follows traffic. A ring starts small (MinRingSize, 4 KiB:
 // an 8 KiB file, so an idle pair costs 16 KiB of /dev/shm for both
-// directions).
+// directions; the first prepareWide rings Prepare makes ahead start at
+// spareSmallCap).
 // It is replaced by a bigger one when fewer than eagerDepth records of an
 // eager payload's size fit, when it is found full, or when a large payload
 // streams through it, up to RingSize; and by a small one again after
@@ -216,8 +217,23 @@ const (
 	// the 4 allocations of that message, the streams list the other 2).
 	preFetchIOV = 4
 	// prepareOut: Prepare connects ahead only while we have fewer rings
-	// out than this (16 of 8 KiB: 128 KiB of the shm directory).
+	// out than this (4 of 20 KiB and 12 of 8 KiB: 176 KiB of the shm
+	// directory; see prepareWide).
 	prepareOut = 16
+	// prepareWide: the first rings Prepare makes have spareSmallCap
+	// (a 20 KiB file, not 8 KiB), the ring a 2-5 KiB message grows to
+	// (eagerDepth records): such a message's first round trips then
+	// follow no switch, in which each side opened, mapped and populated
+	// the other's new ring and closed the old one (~30 system calls in
+	// the first 5 round trips of fi_pingpong -S 4k, 170-700 us each;
+	// issue 12). An idle ring shrinks to MinRingSize after ShrinkAfter as
+	// a grown one does. Up front a rank pays 4 x 12 KiB more of the shm
+	// directory: one preparing prepareOut peers holds 4 x 20 + 12 x 8 KiB
+	// of rings and 20 + 132 KiB of spares, 328 KiB (was 280), so 48 ranks
+	// 15.4 MiB (was 13.1) besides their 64 KiB regions; Prepare stops,
+	// as before, once the directory is a quarter full (crowded): the
+	// ranks after connect on first use with MinRingSize rings.
+	prepareWide = 4
 	// spareCap is the capacity of the ring segment Prepare makes ahead
 	// for the first growth of a ring (a 132 KiB file per endpoint, closed
 	// after ShrinkAfter without sends, as grown rings shrink then): the
@@ -677,9 +693,10 @@ func (t *Transport) failed(err error, c transport.Code) transport.Code {
 	return c
 }
 
-// connect opens the receiver's region and announces a new ring to it.
-// When it fails nothing of the connection is left: no file, no mapping.
-func (t *Transport) connect(p *peer) transport.Code {
+// connect opens the receiver's region and announces a new ring of
+// capacity c to it. When it fails nothing of the connection is left: no
+// file, no mapping.
+func (t *Transport) connect(p *peer, c int) transport.Code {
 	if p.region == nil {
 		r, err := OpenRegion(p.name)
 		if err != nil {
@@ -709,7 +726,7 @@ func (t *Transport) connect(p *peer) transport.Code {
 	if !r.ConnQueue().HasFree() {
 		return transport.EAgain
 	}
-	rs, err := createRingSeg(t.cfg.MinRingSize)
+	rs, err := createRingSeg(c)
 	if err != nil {
 		return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
 	}
@@ -792,7 +809,9 @@ func (t *Transport) markBusy(p *peer) {
 // p's region, creates our ring to it and posts the request, and accepts
 // the requests already posted to us, so that the first round trip of a
 // short run (fi_pingpong's default counts, issue 12) pays none of it:
-// 230-360 us in one process, 0.65-0.85 ms between two fresh ones. It
+// 230-360 us in one process, 0.65-0.85 ms between two fresh ones. The
+// first prepareWide rings it makes are big enough for a 4 KiB message's
+// records, so that its first round trips switch no ring either. It
 // does nothing once prepareOut of our rings exist or the shm directory is
 // more than 1/growLimit full (a big job's ranks connect on first use, as
 // before), and a failure leaves nothing made (the first Send tries again
@@ -818,8 +837,12 @@ func (t *Transport) Prepare(pi transport.Peer) {
 	if out >= prepareOut {
 		return
 	}
+	c := t.cfg.MinRingSize
+	if out < prepareWide && spareSmallCap <= t.cfg.RingSize {
+		c = max(c, spareSmallCap)
+	}
 	last := t.lastErr.Load()
-	if c := t.connect(p); c != 0 {
+	if c := t.connect(p, c); c != 0 {
 		t.lastErr.Store(last) // a hint failed: nothing to report
 		return
 	}
@@ -862,7 +885,7 @@ func (t *Transport) ready(p *peer) transport.Code {
 		return p.errCode()
 	}
 	if p.out == nil {
-		if c := t.connect(p); c != 0 {
+		if c := t.connect(p, t.cfg.MinRingSize); c != 0 {
 			return c
 		}
 	}
