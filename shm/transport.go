@@ -1000,17 +1000,29 @@ func decodeEagerHdr(h *transport.Header, b []byte) (int, bool) {
 	}
 	h.Len = uint64(len(b) - n)
 	if b[3] == 1 {
-		if len(b) < slotHdrLen {
-			return 0, false
-		}
-		h.Len, n = uint64(binary.LittleEndian.Uint32(b[slotHdrLen-slotWords:])), slotHdrLen
-		if h.Len > uint64(len(b)-n) {
+		if n = slotLen(h, b); n == 0 {
 			return 0, false
 		}
 	}
 	ok := (transport.ValidKind(h.Kind) || h.Kind == transport.KindRMAData && h.Len == 0) &&
 		h.Flags&^transport.FlagRemoteData == 0
 	return n, ok
+}
+
+// slotLen is decodeEagerHdr's slot record (out of its inlined common
+// path): it sets h.Len from the length word and returns the header's
+// length, or 0 when the record cannot be a slot record.
+//
+//go:noinline
+func slotLen(h *transport.Header, b []byte) int {
+	if len(b) < slotHdrLen {
+		return 0
+	}
+	h.Len = uint64(binary.LittleEndian.Uint32(b[slotHdrLen-slotWords:]))
+	if h.Len > uint64(len(b)-slotHdrLen) {
+		return 0
+	}
+	return slotHdrLen
 }
 
 // Send writes an eager record, or a rendezvous announcement.
