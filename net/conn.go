@@ -111,6 +111,7 @@ type tconn struct {
 	q         []outEntry
 	qh        int
 	queued    int // bytes copied into q (the high-water mark counts these)
+	aq        int // of those, RMA answers (rma.go: a peer's requests are bounded by them)
 	hbuf      [hdrSize]byte
 	cbuf      [hdrSize]byte // a CREDIT frame riding in front of a write (writeDirect)
 	iovs      []unix.Iovec
@@ -149,6 +150,8 @@ type outEntry struct {
 	// splice: iov is an RMA write payload (no header), kept by the
 	// engine until the target answers: it may go by splice (splice.go).
 	splice bool
+	// ans: own holds RMA answers (counted in tconn.aq, rma.go).
+	ans bool
 }
 
 // writeDirect writes hdr and iov with one writev. The peer's mu is held.
@@ -254,7 +257,7 @@ func (tc *tconn) push() *outEntry {
 		tc.q = append(tc.q, outEntry{})
 	}
 	e := &tc.q[len(tc.q)-1]
-	e.nh, e.off, e.own, e.splice = 0, 0, nil, false
+	e.nh, e.off, e.own, e.splice, e.ans = 0, 0, nil, false, false
 	return e
 }
 
@@ -266,6 +269,10 @@ func (tc *tconn) pop(code transport.Code) {
 	}
 	if e.own != nil {
 		tc.queued -= len(e.iov[0])
+		if e.ans {
+			tc.aq -= len(e.iov[0])
+			e.ans = false
+		}
 		if cap(*e.own) > smallBuf {
 			tc.t.qlarge.put(e.own)
 		} else {

@@ -35,10 +35,40 @@ const (
 	// rmaReadWindow is how many read requests of one operation are in
 	// flight at once (each at most rma.MaxRead bytes).
 	rmaReadWindow = 4
+	// rmaAnswerWindow bounds the answer bytes (DATA header and read
+	// data or atomic results) that one peer's requests in flight may
+	// bring back: a request that would pass it waits (a read's further
+	// requests go on as answers come back, a new operation gets EAgain)
+	// instead of being sent.
+	rmaAnswerWindow = 32 << 20
 	// rmaQueueMax is how many answer bytes may wait in one connection's
-	// send queue: a peer that asks for more without reading is broken.
-	rmaQueueMax = 64 << 20
+	// send queue: a peer keeping to rmaAnswerWindow never gets there (its
+	// answers in the queue are some of those it has asked for and not yet
+	// read), so one that does is broken.
+	rmaQueueMax = 2 * rmaAnswerWindow
 )
+
+// Flow control of RMA answers.
+//
+// The target executes requests as it decodes them and queues (copies)
+// what the socket does not take of their answers. It used to treat more
+// than rmaQueueMax bytes of queued answers as a broken peer and reset the
+// connection: sixteen 4 MiB reads in flight (perftest rma -s 4m read-bw)
+// asked for 64 MiB at once, and a correct initiator saw "connection reset
+// by peer" now and then. The target cannot simply stop decoding while its
+// answers wait: the same socket brings it the answers to its own requests,
+// and two peers reading each other with large windows would each wait for
+// the other to read. So the initiator bounds what it asks for, as a
+// receive window bounds messages: at most rmaAnswerWindow bytes of answers
+// outstanding per peer (peer.rmaOut), counted when a request is sent and
+// released when its answer is read (or fails). The target's queued
+// answers (tconn.aq) stay below that, every side keeps reading, and only
+// a peer that asks for more than twice that without reading is broken.
+// Order is as before: a large read's later requests already went out
+// only as its answers came back, and a new operation that finds no room
+// (or reads still waiting for it) gets EAgain, as with a full send queue.
+// The bound costs nothing below it: a window of sixteen 1 MiB reads asks
+// for 16 MiB.
 
 // rmaOp is one RMA operation in flight (initiator side), under the
 // peer's mu.
@@ -49,6 +79,7 @@ type rmaOp struct {
 	next     uint64 // reads: bytes requested so far
 	inflight int
 	code     transport.Code
+	waiting  bool // listed in peer.rmaWait
 }
 
 // ServeRMA makes the transport execute peers' RMA and atomic requests
@@ -87,6 +118,9 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 		if tc.queued > t.cfg.SendQueue {
 			return false, transport.EAgain
 		}
+	}
+	if len(p.rmaWait) > 0 {
+		return false, transport.EAgain // reads waiting for answer room go first
 	}
 	r := p.newRMAOp()
 	*r = rmaOp{op: op, req: req, total: total}
@@ -134,10 +168,21 @@ func (p *peer) rmaIssueLocked(r *rmaOp, pos, n uint64) transport.Code {
 		return transport.EConnReset
 	}
 	q := r.req
+	ans := uint64(hdrSize)
+	switch q.Kind {
+	case transport.RMARead:
+		ans += n
+	case transport.RMAFetch, transport.RMACompare:
+		ans += iovLen(q.Result)
+	}
+	if p.rmaOut+ans > rmaAnswerWindow {
+		return transport.EAgain
+	}
 	s, id := p.fetches.alloc()
 	if s == nil {
 		return transport.EAgain
 	}
+	p.rmaOut += ans
 	s.rop, s.got, s.cap = r, 0, 0
 	s.dst = s.dst[:0]
 	rq := rma.Request{Kind: rma.Kind(q.Kind), Datatype: q.Datatype, Op: q.Op, ID: uint64(id)}
@@ -319,31 +364,70 @@ func (p *peer) rmaSpliceLocked(tc *tconn, hb []byte, payload [][]byte) {
 // completes the operation. p.mu is held; t.mu is not.
 func (p *peer) rmaSubDoneLocked(s *fetchSlot, id uint32, code transport.Code) {
 	r := s.rop
+	p.rmaOut -= s.answerBytes()
 	p.fetches.put(id)
 	r.inflight--
 	if code != transport.OK && r.code == transport.OK {
 		r.code = code
 	}
+	// Reads that waited for answer room first: they were there before.
+	p.rmaPumpLocked()
+	if !r.waiting && p.rmaMoreLocked(r) == transport.EAgain && r.inflight == 0 {
+		r.waiting = true // no room: its turn comes as answers free some
+		p.rmaWait = append(p.rmaWait, r)
+	}
+	if r.inflight == 0 && !r.waiting {
+		p.t.push(event{kind: evSendDone, op: r.op, code: r.code})
+		p.putRMAOp(r)
+	}
+}
+
+// answerBytes is what an RMA request's answer counts in peer.rmaOut
+// (rmaIssueLocked): its DATA header and the bytes it may carry.
+func (s *fetchSlot) answerBytes() uint64 { return hdrSize + s.cap }
+
+// rmaMoreLocked issues r's next read requests while its window and the
+// answer room allow. It returns the code of the request that could not
+// go (OK: none was refused); a refusal other than EAgain with nothing in
+// flight fails r.
+func (p *peer) rmaMoreLocked(r *rmaOp) transport.Code {
 	for r.code == transport.OK && r.req.Kind == transport.RMARead && r.next < r.total && r.inflight < rmaReadWindow {
 		k := min(r.total-r.next, rma.MaxRead)
 		c := p.rmaIssueLocked(r, r.next, k)
 		if c != transport.OK {
-			if r.inflight == 0 {
+			if r.inflight == 0 && c != transport.EAgain {
 				r.code = c
 			}
-			break
+			return c
 		}
 		r.next += k
 	}
-	if r.inflight == 0 {
-		p.t.push(event{kind: evSendDone, op: r.op, code: r.code})
-		p.putRMAOp(r)
+	return transport.OK
+}
+
+// rmaPumpLocked issues the requests of the reads waiting for answer room,
+// in order, as far as the room goes. p.mu is held.
+func (p *peer) rmaPumpLocked() {
+	for len(p.rmaWait) > 0 {
+		r := p.rmaWait[0]
+		if p.rmaMoreLocked(r) == transport.EAgain && r.inflight == 0 {
+			return // still no room: the rest wait behind it
+		}
+		n := copy(p.rmaWait, p.rmaWait[1:])
+		p.rmaWait[n] = nil
+		p.rmaWait = p.rmaWait[:n]
+		r.waiting = false
+		if r.inflight == 0 { // failed with nothing in flight
+			p.t.push(event{kind: evSendDone, op: r.op, code: r.code})
+			p.putRMAOp(r)
+		}
 	}
 }
 
 // rmaFailLocked fails one request in a teardown (p.mu and t.mu held).
 func (p *peer) rmaFailLocked(s *fetchSlot, id uint32, code transport.Code) {
 	r := s.rop
+	p.rmaOut -= s.answerBytes()
 	p.fetches.put(id)
 	r.inflight--
 	if r.code == transport.OK {
@@ -653,7 +737,7 @@ func (tc *tconn) rmaAnswerFrom(st *rmaRx, code rma.Code, payload [][]byte, regio
 			out.abListed = true
 			tc.t.answers = append(tc.t.answers, out)
 		}
-		return nil
+		return out.answersOver()
 	}
 	if len(out.ab) > 0 {
 		p.flushAnswerLocked(out) // answers stay in order
@@ -667,20 +751,36 @@ func (tc *tconn) rmaAnswerFrom(st *rmaRx, code rma.Code, payload [][]byte, regio
 		if n == hdrSize+int(f.length) {
 			return nil
 		}
-		out.enqueueCopy(out.hbuf[:], payload, n, 0, false)
+		out.enqueueAnswer(out.hbuf[:], payload, n)
 		if err := p.t.fl.arm(out); err != nil {
 			p.breakLocked(out, err)
 		}
 	} else {
-		out.enqueueCopy(out.hbuf[:], payload, 0, 0, false)
+		out.enqueueAnswer(out.hbuf[:], payload, 0)
 		if out.ready && !out.inEpoll {
 			if err := p.flushLocked(out); err != nil {
 				p.breakLocked(out, err)
 			}
 		}
 	}
-	if out.queued > rmaQueueMax {
-		return fmt.Errorf("%w: peer leaves %d bytes of RMA answers unread", errProto, out.queued)
+	return out.answersOver()
+}
+
+// enqueueAnswer queues the bytes of an answer after skip, copied, and
+// counts them in aq. The peer's mu is held.
+func (tc *tconn) enqueueAnswer(hdr []byte, payload [][]byte, skip int) {
+	tc.enqueueCopy(hdr, payload, skip, 0, false)
+	e := &tc.q[len(tc.q)-1]
+	e.ans = true
+	tc.aq += len(e.iov[0])
+}
+
+// answersOver reports a peer that asked for more answers than
+// rmaAnswerWindow allows without reading them (see "Flow control of RMA
+// answers"). The peer's mu is held.
+func (tc *tconn) answersOver() error {
+	if tc.aq > rmaQueueMax {
+		return fmt.Errorf("%w: peer leaves %d bytes of RMA answers unread", errProto, tc.aq)
 	}
 	return nil
 }
@@ -735,13 +835,13 @@ func (p *peer) flushAnswerLocked(out *tconn) {
 		if n == len(b) {
 			return
 		}
-		out.enqueueCopy(b, nil, n, 0, false)
+		out.enqueueAnswer(b, nil, n)
 		if err := p.t.fl.arm(out); err != nil {
 			p.breakLocked(out, err)
 		}
 		return
 	}
-	out.enqueueCopy(b, nil, 0, 0, false)
+	out.enqueueAnswer(b, nil, 0)
 	if out.ready && !out.inEpoll {
 		if err := p.flushLocked(out); err != nil {
 			p.breakLocked(out, err)
