@@ -102,4 +102,13 @@
 // peer that ignores its window is a protocol error and is disconnected.
 // Rendezvous payloads are only sent when the receiver asks for them
 // (clear-to-send), so unexpected large messages cost a header each.
+//
+// RMA answers are bounded the same way, by the initiator: the answer
+// bytes its requests in flight may bring back stay within
+// rmaAnswerWindow (32 MiB) per peer, a request past it waits (a new
+// operation gets EAgain), and a target never stops reading a connection
+// (the same socket brings the answers to its own requests: two peers
+// reading each other would wait for each other). A peer with more than
+// twice that of answers unread is disconnected (rma.go, "Flow control of
+// RMA answers").
 package net
