@@ -39,11 +39,8 @@ type peer struct {
 
 	rmaFree []*rmaOp // RMA operation records for reuse (rma.go), under mu
 	// rmaOut is the answer bytes this side's RMA requests in flight may
-	// bring back (rmaAnswerWindow bounds it); rmaWait the reads that
-	// have more to request and nothing in flight, waiting for room, in
-	// order (rma.go). Under mu.
-	rmaOut  uint64
-	rmaWait []*rmaOp
+	// bring back (rmaAnswerWindow bounds it; rma.go). Under mu.
+	rmaOut uint64
 
 	// Same-host peers (place.go): local (under mu) once listed in
 	// Transport.local; place its last stamp; outranks: it stays rather
@@ -575,17 +572,7 @@ func (p *peer) teardownLocked(code transport.Code, keep *tconn) {
 		t.pbufs.put(s.buf)
 		p.fetches.put(c)
 	})
-	for i, r := range p.rmaWait {
-		live = true
-		p.rmaWait[i] = nil
-		if r.code == transport.OK {
-			r.code = code
-		}
-		t.pushLocked(event{kind: evSendDone, op: r.op, code: r.code})
-		p.putRMAOp(r)
-	}
-	p.rmaWait = p.rmaWait[:0]
-	p.rmaOut = 0
+	p.rmaOut = 0 // every request failed above
 	if live {
 		// After the messages the loop handed over before it (deliverEvents).
 		t.pushLocked(event{kind: evPeerDown, peer: p.idx, code: code, seq: t.ho.published.Load()})

@@ -66,7 +66,7 @@ const (
 // a peer that asks for more than twice that without reading is broken.
 // Order is as before: a large read's later requests already went out
 // only as its answers came back, and a new operation that finds no room
-// (or reads still waiting for it) gets EAgain, as with a full send queue.
+// gets EAgain, as with a full send queue.
 // The bound costs nothing below it: a window of sixteen 1 MiB reads asks
 // for 16 MiB.
 
@@ -79,7 +79,6 @@ type rmaOp struct {
 	next     uint64 // reads: bytes requested so far
 	inflight int
 	code     transport.Code
-	waiting  bool // listed in peer.rmaWait
 }
 
 // ServeRMA makes the transport execute peers' RMA and atomic requests
@@ -118,9 +117,6 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 		if tc.queued > t.cfg.SendQueue {
 			return false, transport.EAgain
 		}
-	}
-	if len(p.rmaWait) > 0 {
-		return false, transport.EAgain // reads waiting for answer room go first
 	}
 	r := p.newRMAOp()
 	*r = rmaOp{op: op, req: req, total: total}
@@ -370,13 +366,15 @@ func (p *peer) rmaSubDoneLocked(s *fetchSlot, id uint32, code transport.Code) {
 	if code != transport.OK && r.code == transport.OK {
 		r.code = code
 	}
-	// Reads that waited for answer room first: they were there before.
-	p.rmaPumpLocked()
-	if !r.waiting && p.rmaMoreLocked(r) == transport.EAgain && r.inflight == 0 {
-		r.waiting = true // no room: its turn comes as answers free some
-		p.rmaWait = append(p.rmaWait, r)
+	// The answer just read freed its slot and at least as many answer
+	// bytes as the read's next request needs (every request but the last
+	// asks for rma.MaxRead), under this lock: a read never stalls with
+	// nothing in flight. Were one refused all the same, it fails rather
+	// than wait for an answer that never comes.
+	if c := p.rmaMoreLocked(r); c != transport.OK && r.inflight == 0 && r.code == transport.OK {
+		r.code = c
 	}
-	if r.inflight == 0 && !r.waiting {
+	if r.inflight == 0 {
 		p.t.push(event{kind: evSendDone, op: r.op, code: r.code})
 		p.putRMAOp(r)
 	}
@@ -403,25 +401,6 @@ func (p *peer) rmaMoreLocked(r *rmaOp) transport.Code {
 		r.next += k
 	}
 	return transport.OK
-}
-
-// rmaPumpLocked issues the requests of the reads waiting for answer room,
-// in order, as far as the room goes. p.mu is held.
-func (p *peer) rmaPumpLocked() {
-	for len(p.rmaWait) > 0 {
-		r := p.rmaWait[0]
-		if p.rmaMoreLocked(r) == transport.EAgain && r.inflight == 0 {
-			return // still no room: the rest wait behind it
-		}
-		n := copy(p.rmaWait, p.rmaWait[1:])
-		p.rmaWait[n] = nil
-		p.rmaWait = p.rmaWait[:n]
-		r.waiting = false
-		if r.inflight == 0 { // failed with nothing in flight
-			p.t.push(event{kind: evSendDone, op: r.op, code: r.code})
-			p.putRMAOp(r)
-		}
-	}
 }
 
 // rmaFailLocked fails one request in a teardown (p.mu and t.mu held).
