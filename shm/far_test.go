@@ -195,26 +195,7 @@ func TestTransport_FarSampleAndProbeCountTheSizesTheyJudge(t *testing.T) {
 // for segments (CTS) and they stream through the ring. Each send
 // completes once, without error.
 func TestTransport_FarEagerSizesReachAReceiverWithoutSingleCopy(t *testing.T) {
-	mk := func(noCMA bool) *Transport {
-		tr, err := NewTransport(TransportConfig{NoCMA: noCMA})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
-	p := &tpair{t: t, a: mk(false), b: mk(true)}
-	if !p.a.cma {
-		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
-	}
-	p.sa, p.sb = newSink(t, p.a), newSink(t, p.b)
-	var c transport.Code
-	if p.ab, c = p.a.Resolve(p.b.Name()); c != 0 {
-		t.Fatal(c)
-	}
-	if p.ba, c = p.b.Resolve(p.a.Name()); c != 0 {
-		t.Fatal(c)
-	}
+	p := newReceiverWithoutCMAPair(t)
 	pa := p.a.peers[p.ab]
 	var want [][]byte
 	held := 0
@@ -293,26 +274,7 @@ func TestTransport_FarPeerWithoutSingleCopyStaysEager(t *testing.T) {
 // single copy on its side) gets them eager again after farCTSMax such
 // answers in a row: segments lose to the ring's copies there.
 func TestTransport_FarVerdictEndsWhenTheReceiverAnswersCTS(t *testing.T) {
-	mk := func(noCMA bool) *Transport {
-		tr, err := NewTransport(TransportConfig{NoCMA: noCMA})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = tr.Close() })
-		return tr
-	}
-	p := &tpair{t: t, a: mk(false), b: mk(true)}
-	if !p.a.cma {
-		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
-	}
-	p.sa, p.sb = newSink(t, p.a), newSink(t, p.b)
-	var c transport.Code
-	if p.ab, c = p.a.Resolve(p.b.Name()); c != 0 {
-		t.Fatal(c)
-	}
-	if p.ba, c = p.b.Resolve(p.a.Name()); c != 0 {
-		t.Fatal(c)
-	}
+	p := newReceiverWithoutCMAPair(t)
 	pa := p.a.peers[p.ab]
 	var want [][]byte
 	send := func(n int) {
@@ -337,4 +299,32 @@ func TestTransport_FarVerdictEndsWhenTheReceiverAnswersCTS(t *testing.T) {
 			t.Fatalf("message %d (%d B) differs", i, len(m))
 		}
 	}
+}
+
+// newReceiverWithoutCMAPair is a connected pair whose receiver (b) has
+// single copy off (NoCMA: as FI_SHM_DISABLE_CMA or another user
+// namespace) while the sender (a) has it; skipped where a has none.
+func newReceiverWithoutCMAPair(t *testing.T) *tpair {
+	t.Helper()
+	mk := func(noCMA bool) *Transport {
+		tr, err := NewTransport(TransportConfig{NoCMA: noCMA})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = tr.Close() })
+		return tr
+	}
+	p := &tpair{t: t, a: mk(false), b: mk(true)}
+	if !p.a.cma {
+		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
+	}
+	p.sa, p.sb = newSink(t, p.a), newSink(t, p.b)
+	var c transport.Code
+	if p.ab, c = p.a.Resolve(p.b.Name()); c != 0 {
+		t.Fatal(c)
+	}
+	if p.ba, c = p.b.Resolve(p.a.Name()); c != 0 {
+		t.Fatal(c)
+	}
+	return p
 }
