@@ -106,7 +106,9 @@
 // RMA answers are bounded the same way, by the initiator: the answer
 // bytes its requests in flight may bring back stay within
 // rmaAnswerWindow (32 MiB) per peer, a request past it waits (a new
-// operation gets EAgain), and a target never stops reading a connection
+// operation gets EAgain, a read unless its first rmaReadWindow requests
+// all fit: no later operation overtakes part of a read up to the
+// MaxOrder sizes), and a target never stops reading a connection
 // (the same socket brings the answers to its own requests: two peers
 // reading each other would wait for each other). A peer with more than
 // twice that of answers unread is disconnected (rma.go, "Flow control of

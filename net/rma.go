@@ -64,9 +64,10 @@ const (
 // released when its answer is read (or fails). The target's queued
 // answers (tconn.aq) stay below that, every side keeps reading, and only
 // a peer that asks for more than twice that without reading is broken.
-// Order is as before: a large read's later requests already went out
-// only as its answers came back, and a new operation that finds no room
-// gets EAgain, as with a full send queue.
+// Order is as before: a read goes out with its first rmaReadWindow
+// requests (all of one up to tcpOrderSize) or, finding no room for their
+// answers, not at all (EAgain, as with a full send queue); only a read
+// larger than that sends its later requests as answers come back.
 // The bound costs nothing below it: a window of sixteen 1 MiB reads asks
 // for 16 MiB.
 
@@ -126,6 +127,17 @@ func (t *Transport) RMA(pi transport.Peer, req *transport.RMAReq, op transport.O
 			return c != transport.EAgain, c
 		}
 		return false, transport.OK
+	}
+	// A read goes out with its whole first window of requests or not at
+	// all: one up to tcpOrderSize (fi's MaxOrder sizes, rmaReadWindow
+	// requests) must not leave requests behind for a later operation to
+	// overtake, so one that finds too little room for its answers gets
+	// EAgain with nothing sent (7b4f065 sent the requests that fitted:
+	// a write posted after such a read could land before the read's
+	// last requests were even sent).
+	if p.rmaOut+readWindowAnswers(total) > rmaAnswerWindow {
+		p.putRMAOp(r)
+		return false, transport.EAgain
 	}
 	for first := true; first || r.inflight < rmaReadWindow && r.next < r.total; first = false {
 		k := min(r.total-r.next, rma.MaxRead)
@@ -378,6 +390,13 @@ func (p *peer) rmaSubDoneLocked(s *fetchSlot, id uint32, code transport.Code) {
 		p.t.push(event{kind: evSendDone, op: r.op, code: r.code})
 		p.putRMAOp(r)
 	}
+}
+
+// readWindowAnswers is what the first rmaReadWindow requests of a read
+// of total bytes count in peer.rmaOut.
+func readWindowAnswers(total uint64) uint64 {
+	n := min((total+rma.MaxRead-1)/rma.MaxRead, rmaReadWindow)
+	return max(n, 1)*hdrSize + min(total, rmaReadWindow*rma.MaxRead)
 }
 
 // answerBytes is what an RMA request's answer counts in peer.rmaOut

@@ -379,3 +379,64 @@ func (t *Transport) answersQueued() int {
 	}
 	return n
 }
+
+// A read of at most tcpOrderSize (rmaReadWindow requests) goes out whole
+// or not at all: with too little room left in the answer window it gets
+// EAgain and sends nothing, so no request of it is left behind for a
+// later write to overtake (fi_rma(3) ordering up to MaxOrder sizes); with
+// the room back it goes out with all its requests at once.
+func TestRMAFlow_ReadGoesWholeOrNotAtAll(t *testing.T) {
+	b, mem := rmaFlowTarget(t, 16<<20, 5)
+	bs := newSink()
+	a := listen(t, Config{})
+	as := newSink()
+	p, c := a.Resolve(b.Name())
+	if c != transport.OK {
+		t.Fatal(c)
+	}
+	pp := a.peer(p)
+	const size = rmaReadWindow * rma.MaxRead // 16 MiB: four requests
+	buf := make([]byte, size)
+	req := &transport.RMAReq{Kind: transport.RMARead, Local: [][]byte{buf}, Remote: []transport.RMAIOV{{Addr: 0, Len: size, Key: 9}}}
+	const taken = rmaAnswerWindow - 2*rma.MaxRead // room for two requests' answers only
+	pp.mu.Lock()
+	pp.rmaOut += taken
+	pp.mu.Unlock()
+	if done, c := a.RMA(p, req, 7); c != transport.EAgain || done {
+		t.Fatalf("read with room for half its requests: done %v, code %d; want EAgain, not done", done, c)
+	}
+	pp.mu.Lock()
+	out := pp.rmaOut
+	pp.rmaOut -= taken
+	pp.mu.Unlock()
+	if out != taken {
+		t.Fatalf("a refused read sent requests: %d answer bytes outstanding, want %d", out-taken, 0)
+	}
+	if _, c := a.RMA(p, req, 8); c != transport.OK {
+		t.Fatalf("read with room: code %d", c)
+	}
+	pp.mu.Lock()
+	out = pp.rmaOut
+	pp.mu.Unlock()
+	if want := uint64(rmaReadWindow * (hdrSize + rma.MaxRead)); out != want {
+		t.Fatalf("read with room: %d answer bytes outstanding, want all %d of its requests' (%d)", out, rmaReadWindow, want)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if c, ok := as.sendDone[8]; ok {
+			if c != transport.OK {
+				t.Fatalf("read: code %d", c)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the read did not complete within 60 s")
+		}
+		if !a.Poll(as) && !b.Poll(bs) {
+			a.Wait(time.Millisecond)
+		}
+	}
+	if !bytes.Equal(buf, mem[:size]) {
+		t.Fatal("the read's bytes differ from the region's")
+	}
+}
