@@ -49,11 +49,7 @@ func TestTransport_FarPeerTakesEagerSizesByRendezvous(t *testing.T) {
 	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
 		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
 	}
-	for i, m := range want {
-		if !bytes.Equal(p.sb.got[i], m) {
-			t.Fatalf("message %d (%d B) differs", i, len(m))
-		}
-	}
+	p.wantGot(want)
 }
 
 // The placement vote: far after 6 slow copies of the last 8, near again
@@ -134,11 +130,7 @@ func TestTransport_FarPeerInjectIsCopiedBeforeItReturns(t *testing.T) {
 	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
 		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
 	}
-	for i, m := range want {
-		if !bytes.Equal(p.sb.got[i], m) {
-			t.Fatalf("message %d (%d B) differs from what was injected", i, len(m))
-		}
-	}
+	p.wantGot(want)
 }
 
 // The sample (one in farSample) and the probe (one in farProbe) count the
@@ -181,11 +173,7 @@ func TestTransport_FarSampleAndProbeCountTheSizesTheyJudge(t *testing.T) {
 	if got, wantRdv := int(p.sb.nextOp)-before, pairs-pairs/farProbe; got != wantRdv {
 		t.Fatalf("far: %d of %d payloads went by rendezvous, want %d (one in %d probed eager)", got, pairs, wantRdv, farProbe)
 	}
-	for i, m := range want {
-		if !bytes.Equal(p.sb.got[i], m) {
-			t.Fatalf("message %d (%d B) differs", i, len(m))
-		}
-	}
+	p.wantGot(want)
 }
 
 // A far peer that cannot read our memory (single copy off on its side:
@@ -230,11 +218,7 @@ func TestTransport_FarEagerSizesReachAReceiverWithoutSingleCopy(t *testing.T) {
 	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
 		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
 	}
-	for i, m := range want {
-		if !bytes.Equal(p.sb.got[i], m) {
-			t.Fatalf("message %d (%d B) differs or is out of order", i, len(m))
-		}
-	}
+	p.wantGot(want)
 	if p.sa.sent != held {
 		t.Fatalf("%d held sends completed, want %d", p.sa.sent, held)
 	}
@@ -263,11 +247,7 @@ func TestTransport_FarPeerWithoutSingleCopyStaysEager(t *testing.T) {
 	if got := int(p.sb.nextOp); got != 0 {
 		t.Fatalf("%d of %d far 8 KiB messages to a peer without single copy went by rendezvous", got, farProbe)
 	}
-	for i, m := range want {
-		if !bytes.Equal(p.sb.got[i], m) {
-			t.Fatalf("message %d (%d B) differs", i, len(m))
-		}
-	}
+	p.wantGot(want)
 }
 
 // A far peer that answers eager-sized rendezvous messages with CTS (no
@@ -294,11 +274,7 @@ func TestTransport_FarVerdictEndsWhenTheReceiverAnswersCTS(t *testing.T) {
 	if len(p.sb.errs) != 0 || len(p.sa.errs) != 0 {
 		t.Fatalf("errors %v %v", p.sa.errs, p.sb.errs)
 	}
-	for i, m := range want {
-		if !bytes.Equal(p.sb.got[i], m) {
-			t.Fatalf("message %d (%d B) differs", i, len(m))
-		}
-	}
+	p.wantGot(want)
 }
 
 // newReceiverWithoutCMAPair is a connected pair whose receiver (b) has
@@ -327,4 +303,14 @@ func newReceiverWithoutCMAPair(t *testing.T) *tpair {
 		t.Fatal(c)
 	}
 	return p
+}
+
+// wantGot fails the test unless b got exactly want, whole and in order.
+func (p *tpair) wantGot(want [][]byte) {
+	p.t.Helper()
+	for i, m := range want {
+		if !bytes.Equal(p.sb.got[i], m) {
+			p.t.Fatalf("message %d (%d B) differs or is out of order", i, len(m))
+		}
+	}
 }
