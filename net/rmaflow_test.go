@@ -34,6 +34,21 @@ func rmaFlowTarget(t *testing.T, size int, seed byte) (*Transport, []byte) {
 	return b, mem
 }
 
+// rmaFlowPair is an initiator a (sink as) connected to peer p, the
+// rmaFlowTarget b (sink bs) serving mem.
+func rmaFlowPair(t *testing.T, size int, seed byte) (a *Transport, as *fakeSink, b *Transport, bs *fakeSink, p transport.Peer, mem []byte) {
+	t.Helper()
+	b, mem = rmaFlowTarget(t, size, seed)
+	bs = newSink()
+	a = listen(t, Config{})
+	as = newSink()
+	p, c := a.Resolve(b.Name())
+	if c != transport.OK {
+		t.Fatal(c)
+	}
+	return a, as, b, bs, p, mem
+}
+
 // rmaReader keeps reads of one size in flight from a target's region,
 // each into its own buffer, and checks every answer against the region
 // (CRC): the RMA calls that find no room for their answers (EAgain) are
@@ -122,14 +137,7 @@ func TestRMAFlow_ManyLargeReadsInFlight(t *testing.T) {
 		{"odd", 3<<20 + 5, 24, 48, 9 << 20, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, mem := rmaFlowTarget(t, tc.region, 3)
-			bs := newSink()
-			a := listen(t, Config{})
-			as := newSink()
-			p, c := a.Resolve(b.Name())
-			if c != transport.OK {
-				t.Fatal(c)
-			}
+			a, as, b, bs, p, mem := rmaFlowPair(t, tc.region, 3)
 			r := newRMAReader(a, as, p, mem, tc.size, tc.window, tc.n, 1000)
 			deadline := time.Now().Add(60 * time.Second)
 			for r.done < r.n {
@@ -386,14 +394,7 @@ func (t *Transport) answersQueued() int {
 // later write to overtake (fi_rma(3) ordering up to MaxOrder sizes); with
 // the room back it goes out with all its requests at once.
 func TestRMAFlow_ReadGoesWholeOrNotAtAll(t *testing.T) {
-	b, mem := rmaFlowTarget(t, 16<<20, 5)
-	bs := newSink()
-	a := listen(t, Config{})
-	as := newSink()
-	p, c := a.Resolve(b.Name())
-	if c != transport.OK {
-		t.Fatal(c)
-	}
+	a, as, b, bs, p, mem := rmaFlowPair(t, 16<<20, 5)
 	pp := a.peer(p)
 	const size = rmaReadWindow * rma.MaxRead // 16 MiB: four requests
 	buf := make([]byte, size)
