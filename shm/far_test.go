@@ -16,12 +16,7 @@ func TestTransport_FarPeerTakesEagerSizesByRendezvous(t *testing.T) {
 	p := newTPair(t, TransportConfig{})
 	pa := p.a.peers[p.ab]
 	var want [][]byte
-	send := func(n int) {
-		m := seqMsg(len(want), n)
-		want = append(want, m)
-		p.send(transport.KindMsg, m)
-		p.until("the message", func() bool { return p.sb.n == len(want) })
-	}
+	send := func(n int) { p.sendSeq(&want, n) }
 	send(64) // connected
 	pa.far, pa.copyVotes = true, 0xff
 	rdv := func() int { return int(p.sb.nextOp) }
@@ -142,12 +137,7 @@ func TestTransport_FarSampleAndProbeCountTheSizesTheyJudge(t *testing.T) {
 	p := newTPair(t, TransportConfig{})
 	pa := p.a.peers[p.ab]
 	var want [][]byte
-	send := func(n int) {
-		m := seqMsg(len(want), n)
-		want = append(want, m)
-		p.send(transport.KindMsg, m)
-		p.until("the message", func() bool { return p.sb.n == len(want) })
-	}
+	send := func(n int) { p.sendSeq(&want, n) }
 	send(64) // connected
 	// Near: one vote cast in farSample payloads (copyVotes shifts once).
 	pa.far, pa.copyVotes = false, 1
@@ -232,12 +222,7 @@ func TestTransport_FarPeerWithoutSingleCopyStaysEager(t *testing.T) {
 	p := newTPair(t, TransportConfig{})
 	pa := p.a.peers[p.ab]
 	var want [][]byte
-	send := func(n int) {
-		m := seqMsg(len(want), n)
-		want = append(want, m)
-		p.send(transport.KindMsg, m)
-		p.until("the message", func() bool { return p.sb.n == len(want) })
-	}
+	send := func(n int) { p.sendSeq(&want, n) }
 	send(64) // connected
 	pa.noCMA = true
 	for range farProbe {
@@ -257,12 +242,7 @@ func TestTransport_FarVerdictEndsWhenTheReceiverAnswersCTS(t *testing.T) {
 	p := newReceiverWithoutCMAPair(t)
 	pa := p.a.peers[p.ab]
 	var want [][]byte
-	send := func(n int) {
-		m := seqMsg(len(want), n)
-		want = append(want, m)
-		p.send(transport.KindMsg, m)
-		p.until("the message", func() bool { return p.sb.n == len(want) })
-	}
+	send := func(n int) { p.sendSeq(&want, n) }
 	send(64)
 	pa.far, pa.copyVotes = true, 0xff
 	for range 3 * farCTSMax {
@@ -294,14 +274,7 @@ func newReceiverWithoutCMAPair(t *testing.T) *tpair {
 	if !p.a.cma {
 		t.Skip("no single copy here: eager-sized payloads never go by rendezvous")
 	}
-	p.sa, p.sb = newSink(t, p.a), newSink(t, p.b)
-	var c transport.Code
-	if p.ab, c = p.a.Resolve(p.b.Name()); c != 0 {
-		t.Fatal(c)
-	}
-	if p.ba, c = p.b.Resolve(p.a.Name()); c != 0 {
-		t.Fatal(c)
-	}
+	p.connect()
 	return p
 }
 
@@ -313,4 +286,14 @@ func (p *tpair) wantGot(want [][]byte) {
 			p.t.Fatalf("message %d (%d B) differs or is out of order", i, len(m))
 		}
 	}
+}
+
+// sendSeq sends the next numbered message of n bytes from a to b, adds it
+// to want and waits until b has it.
+func (p *tpair) sendSeq(want *[][]byte, n int) {
+	p.t.Helper()
+	m := seqMsg(len(*want), n)
+	*want = append(*want, m)
+	p.send(transport.KindMsg, m)
+	p.until("the message", func() bool { return p.sb.n == len(*want) })
 }

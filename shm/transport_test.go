@@ -122,15 +122,22 @@ func newTPair(t *testing.T, cfg TransportConfig) *tpair {
 		return tr
 	}
 	p := &tpair{t: t, a: mk(), b: mk()}
-	p.sa, p.sb = newSink(t, p.a), newSink(t, p.b)
+	p.connect()
+	return p
+}
+
+// connect gives the pair its sinks and resolves each side's name at the
+// other.
+func (p *tpair) connect() {
+	p.t.Helper()
+	p.sa, p.sb = newSink(p.t, p.a), newSink(p.t, p.b)
 	var c transport.Code
 	if p.ab, c = p.a.Resolve(p.b.Name()); c != 0 {
-		t.Fatal(c)
+		p.t.Fatal(c)
 	}
 	if p.ba, c = p.b.Resolve(p.a.Name()); c != 0 {
-		t.Fatal(c)
+		p.t.Fatal(c)
 	}
-	return p
 }
 
 // poll progresses both sides once.
