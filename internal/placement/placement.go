@@ -215,9 +215,34 @@ func pingPong(a, b int, measure func(round func()) error) error {
 		res <- err
 	}()
 	err := <-res
-	f.Store(stopVal)
-	<-done
+	stop(f, done)
 	return err
+}
+
+// stopEvery is how often stop stores stopVal again while the responder
+// has not exited.
+const stopEvery = 10 * time.Millisecond
+
+// stop ends the responder: it stores stopVal and waits for done, storing
+// stopVal again every stopEvery meanwhile. The responder answers with a
+// load then a store (a compare-and-swap would change the round trip the
+// probe measures); after a round timed out (probeLimit), a responder
+// preempted between the two stores its answer late, over stopVal, and
+// would spin pinned for good with Probe waiting on it. Its answer is its
+// only store, and it stores nothing once it has read stopVal, so the next
+// stopVal stays.
+func stop(f *atomic.Uint64, done <-chan struct{}) {
+	f.Store(stopVal)
+	t := time.NewTicker(stopEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-t.C:
+			f.Store(stopVal)
+		}
+	}
 }
 
 // Probe measures the round trip of a cache line between CPUs a and b:

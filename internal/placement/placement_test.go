@@ -103,3 +103,35 @@ func TestProbe_SameCPUAndBadCPU(t *testing.T) {
 		t.Fatal("ProbeTail on one CPU: no error")
 	}
 }
+
+// A responder preempted between reading a round's odd value and storing
+// its answer stores the answer after the initiator gave up on the round
+// (probeLimit) and stored stopVal. stop stores stopVal again, so the
+// responder, which exits on stopVal only, still exits and Probe returns.
+func TestStop_OutlastsALateAnswer(t *testing.T) {
+	line := new(flagLine)
+	f := line.word()
+	f.Store(7) // the round the initiator gave up on
+	done := make(chan struct{})
+	go func() { // the responder's steps, with the preemption made certain
+		defer close(done)
+		v := f.Load()
+		for f.Load() != stopVal { // preempted until the initiator stopped
+			runtime.Gosched()
+		}
+		f.Store(v + 1) // the late answer, over stopVal
+		for f.Load() != stopVal {
+			runtime.Gosched()
+		}
+	}()
+	stopped := make(chan struct{})
+	go func() {
+		stop(f, done)
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("stop still waiting after 30 s: the responder's late answer overwrote stopVal")
+	}
+}
