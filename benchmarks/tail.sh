@@ -296,8 +296,10 @@ for r in $(seq 1 "$ROUNDS"); do
 		node=()
 	fi
 	ticks_start
-	counted "${lat[@]}" -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$tmp/dump" "${node[@]}" 2>/dev/null |
+	counted "${lat[@]}" -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$tmp/dump" "${node[@]}" 2>"$tmp/lat.err" |
 		awk '/^#/ { print "  " $0; next } /^bytes/ { next } { printf "  gofi %s %-6s             %8.3f %8.3f %8.3f   (mean %s)\n", "'"$PROV"'", $1, $3, $5, $6, $7 }'
+	# perftest's errors (not its progress lines), e.g. a size that never finished
+	grep -v '^perftest: [a-z]* latency: ' "$tmp/lat.err" | sed 's/^/  (perftest latency: /; s/$/)/' || true
 	ticks_end
 	# stalls per second of each size's timed loop, from -dump (size, start ns, half ns)
 	[ -s "$tmp/dump" ] && awk '!/^#/ { if (!($1 in first)) { first[$1] = $2; order[++n] = $1 } last[$1] = $2 + 2 * $3; if ($3 > 5000) st[$1]++ }

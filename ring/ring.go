@@ -598,3 +598,10 @@ func (r *Ring) NoteHead(h uint64) bool {
 // the ring (the last value stored to the shared head word): a value the
 // producer may be told (NoteHead).
 func (r *Ring) Released() uint64 { return r.c.pub }
+
+// TailToBoundary returns the bytes from the producer's next record to the
+// next multiple of boundary (a power of two) into the data area: boundary
+// itself when the tail is on one. A producer method.
+func (r *Ring) TailToBoundary(boundary int) int {
+	return boundary - int(r.p.tail&uint64(boundary-1))
+}

@@ -1230,9 +1230,14 @@ func reserveEager(p *peer, hdr *transport.Header) ([]byte, error) {
 	}
 	if n >= eagerSlotMin {
 		slot := 1 << bits.Len(uint(ring.RecordHeader+slotHdrLen+n-1))
-		if c := p.out.Cap(); c == 2*slot && p.out.TailAligned(slot) && slotsPay(ring.RecordHeader+hl+n, n, c) {
-			if b, err := p.out.Reserve(slot - ring.RecordHeader); err == nil {
-				return b, nil
+		if c := p.out.Cap(); c == 2*slot && slotsPay(ring.RecordHeader+hl+n, n, c) {
+			// to the next slot boundary: the whole slot when the tail
+			// is on one, else the rest of the slot it is in when the
+			// slot record fits there (realigning; see above)
+			if k := p.out.TailToBoundary(slot) - ring.RecordHeader; k >= slotHdrLen+n {
+				if b, err := p.out.Reserve(k); err == nil {
+					return b, nil
+				}
 			}
 		}
 	}

@@ -553,6 +553,19 @@ func TestTransport_EagerRecordsAlternateTwoSlots(t *testing.T) {
 		if out.Cap() != 2*slot {
 			t.Fatalf("%d B: ring of %d bytes, want two %d-byte slots", n, out.Cap(), slot)
 		}
+		// small records move the tail off the slot boundary (as a
+		// ping-pong of small messages before the big ones leaves it);
+		// the next records realign it
+		for range 3 {
+			m := seqMsg(len(want), 8)
+			want = append(want, m)
+			p.send(transport.KindMsg, m)
+		}
+		p.until("the small messages", func() bool { return p.sb.n == len(want) })
+		for range 2 {
+			send()
+			p.until("the message", func() bool { return p.sb.n == len(want) })
+		}
 		aligned := 0
 		for range 20 {
 			if out.TailAligned(slot) {
