@@ -6,7 +6,7 @@ import (
 	"os"
 )
 
-// Region wire format, version 7 (the version also covers the format of the
+// Region wire format, version 8 (the version also covers the format of the
 // records in the rings, see transport.go). All integers are in the host's
 // byte order (a region never leaves the host). Offsets are from the start of
 // the region; there are no pointers. The layout is a pure function of
@@ -36,14 +36,15 @@ import (
 const (
 	// Magic identifies a gofi shm region: "GOFS" in memory on little endian.
 	Magic uint32 = 0x53464f47
-	// Version of this layout (7: a slot record's payload starts on the
+	// Version of this layout (8: a connection request may offer a return
+	// ring, see ConnRequest.ReturnSize; 7: a slot record's payload starts on the
 	// line after its header, see slotHdrLen; 6: a slot record carries how far its
 	// sender has read the ring the other way, see slotHdr, and ring
 	// segments their creator's id; 5: an eager record may carry its payload's
 	// length and fill a ring slot, see reserveEager; 4: split single copy
 	// records, see split.go; 3: eager records with a short header, see transport.go;
 	// 2: the nudge word; ring segments carry a trailer, see RingSegSize).
-	Version uint32 = 7
+	Version uint32 = 8
 	// HeaderSize is the size of the header at offset 0.
 	HeaderSize = 256
 	// LineSize is the cache-line size the layout assumes; recorded in the

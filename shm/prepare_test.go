@@ -9,28 +9,39 @@ import (
 )
 
 // Prepare (the engine calls it at AV insert) makes the connection a first
-// send would make: our ring to the peer exists and is announced, and the
-// peer's announcement to us, when already posted, is accepted. The first
-// round trip then creates no file and follows no switch.
+// send would make: our ring to the peer exists and is announced, with a
+// return ring for the peer to write back to us, and the peer's
+// announcement to us, when already posted, is accepted. The peer's
+// Prepare maps both rings (it makes none), and the first round trip then
+// creates, opens and maps no file and follows no switch: the first
+// endpoint's accept of the peer's ring takes the return ring it made.
 func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	dir := testDir(t)
 	p := newTPair(t, TransportConfig{})
 	p.a.Prepare(p.ab)
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 3 {
-		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b and a's two spares", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
+		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b, the return ring and a's two spares", files)
 	}
 	pa := p.a.peers[p.ab]
-	if pa.out == nil || pa.connSlot < 0 {
-		t.Fatalf("a's Prepare: out %v, request slot %d: not connected ahead", pa.out != nil, pa.connSlot)
+	if pa.out == nil || pa.connSlot < 0 || pa.ret == nil {
+		t.Fatalf("a's Prepare: out %v, request slot %d, return ring %v: not connected ahead", pa.out != nil, pa.connSlot, pa.ret != nil)
 	}
-	p.b.Prepare(p.ba) // accepts a's request, posts its own
-	if pb := p.b.peers[p.ba]; pb.in == nil || pb.out == nil {
+	ret := pa.ret.seg.Name()
+	p.b.Prepare(p.ba) // accepts a's request, maps the return ring, posts its request
+	pb := p.b.peers[p.ba]
+	if pb.in == nil || pb.out == nil {
 		t.Fatalf("b's Prepare: inbound ring %v, outbound %v; want both", pb.in != nil, pb.out != nil)
+	}
+	if pb.seg.Name() != ret || pb.seg.Owner() {
+		t.Fatalf("b's ring to a is %s (owner %v), want a's return ring %s", pb.seg.Name(), pb.seg.Owner(), ret)
 	}
 	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
 		t.Fatalf("after both Prepares: %d ring files, want 6 (a ring each way, two spares each)", files)
 	}
-	p.a.Prepare(p.ab) // again: nothing more
+	p.a.Prepare(p.ab) // again: accepts b's request, makes nothing
+	if pa.in == nil || pa.inSeg.Name() != ret || !pa.inSeg.Owner() || pa.ret != nil {
+		t.Fatalf("a's accept of b's request: inbound ring %v, not the return ring %s it made", pa.in != nil, ret)
+	}
 	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
 		t.Fatalf("a second Prepare made a file: %d ring files", files)
 	}
@@ -44,6 +55,114 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	}
 	if p.a.switches+p.b.switches != 0 {
 		t.Errorf("%d ring switches in an 8-byte round trip", p.a.switches+p.b.switches)
+	}
+}
+
+// When each side connects before it has seen the other's request (both
+// insert at once, or one sends first), each writes to a ring it made and
+// the return rings offered are closed: no file is left but the two rings
+// and the spares, the rings carry messages both ways in order, and
+// nothing is left after Close.
+func TestPrepare_ReturnRingsOfferedAtOnceAreDropped(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    func(p *tpair) // b connects to a without accepting a's request
+	}{
+		{"both prepare", func(p *tpair) {
+			if c := p.b.connect(p.b.peers[p.ba], spareSmallCap, true); c != 0 {
+				t.Fatal(c)
+			}
+			p.b.makeSpare()
+		}},
+		{"b sends first", func(p *tpair) {
+			h := transport.Header{Kind: transport.KindMsg, Len: 8}
+			if _, c := p.b.Send(p.ba, &h, [][]byte{seqMsg(100, 8)}, 1); c != 0 {
+				t.Fatal(c)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := testDir(t)
+			p := newTPair(t, TransportConfig{ShrinkAfter: 20 * time.Millisecond})
+			p.a.Prepare(p.ab)
+			tc.b(p)
+			pa, pb := p.a.peers[p.ab], p.b.peers[p.ba]
+			if pb.seg == nil || !pb.seg.Owner() {
+				t.Fatal("b's ring to a is not its own")
+			}
+			var want [][]byte
+			for i := range 3 {
+				p.sendSeq(&want, 8<<i)
+			}
+			p.wantGot(want)
+			p.until("both accepted", func() bool { return pa.in != nil && pb.in != nil && pa.connSlot < 0 && pb.connSlot < 0 })
+			if pa.ret != nil || pb.ret != nil || pa.offer != "" || pb.offer != "" {
+				t.Errorf("return rings left: a %v b %v, offers a %q b %q", pa.ret != nil, pb.ret != nil, pa.offer, pb.offer)
+			}
+			if !pa.seg.Owner() || !pb.seg.Owner() || pa.inSeg.Owner() || pb.inSeg.Owner() {
+				t.Error("a side writes to a ring it did not make")
+			}
+			// The return rings set aside go at a tick ShrinkAfter later.
+			p.until("the return rings closed", func() bool { return len(p.a.retStale)+len(p.b.retStale) == 0 })
+			if files, _ := ringFiles(t, dir, p.a, p.b); files > 6 {
+				t.Errorf("%d ring files, want at most 6 (a ring each way, two spares each)", files)
+			}
+			_ = p.a.Close()
+			_ = p.b.Close()
+			if files, _ := ringFiles(t, dir); files != 0 {
+				t.Errorf("%d files left after both closed", files)
+			}
+		})
+	}
+}
+
+// A peer that took our return ring and exits: what it wrote is delivered
+// (the file is ours, so it outlives the writer), and the peer is then
+// found gone through its region, not through the ring's lock (which is
+// ours and always held).
+func TestPrepare_ReturnRingWriterGoneIsFound(t *testing.T) {
+	dir := testDir(t)
+	p := newTPair(t, TransportConfig{ShrinkAfter: 20 * time.Millisecond, PeerTimeout: 10 * time.Millisecond})
+	p.a.Prepare(p.ab)
+	p.b.Prepare(p.ba)
+	p.a.Prepare(p.ab) // accepts b's request: b's Close need not linger
+	pa := p.a.peers[p.ab]
+	h := transport.Header{Kind: transport.KindMsg, Len: 8}
+	if done, c := p.b.Send(p.ba, &h, [][]byte{seqMsg(7, 8)}, 1); !done || c != 0 {
+		t.Fatalf("b's send: done %v code %d", done, c)
+	}
+	if err := p.b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for p.sa.n == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("b's message, written before it closed, never arrived")
+		}
+		p.a.Poll(p.sa)
+	}
+	if !bytes.Equal(p.sa.got[0], seqMsg(7, 8)) || !pa.inSeg.Owner() {
+		t.Fatalf("got %x (inbound ring ours: %v)", p.sa.got[0], pa.inSeg.Owner())
+	}
+	if alive, err := pa.inAlive(); err != nil || alive {
+		t.Errorf("inAlive after b closed: %v, %v; want dead", alive, err)
+	}
+	if done, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); !done || c != 0 {
+		t.Fatalf("eager send to the closed peer: done %v code %d, want sent into the ring", done, c)
+	}
+	for len(p.sa.errs) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed peer was never found gone")
+		}
+		p.a.Poll(p.sa)
+		time.Sleep(50 * time.Microsecond)
+	}
+	if p.sa.errs[0] != transport.EConnReset {
+		t.Errorf("peer down with code %d, want EConnReset", p.sa.errs[0])
+	}
+	_ = p.a.Close()
+	if files, _ := ringFiles(t, dir); files != 0 {
+		t.Errorf("%d files left after both closed", files)
 	}
 }
 

@@ -229,7 +229,9 @@ const (
 //	40  ring size u64
 //	48  sender's pid namespace u64 (the inode of /proc/self/ns/pid; 0
 //	    unknown): a receiver reads the sender's memory only within one
-//	56  reserved (8)
+//	56  return ring size u64 (v8; 0: none): the sender also made a ring
+//	    for the receiver to write back to it, named ReturnRingName(ring
+//	    name) (see ConnRequest.ReturnSize)
 //	64  sender name [64]
 //	128 ring name [64]
 const (
@@ -243,6 +245,7 @@ const (
 	cCookie   = 32
 	cRingSize = 40
 	cPidNS    = 48
+	cRetSize  = 56
 	cSName    = 64
 	cRName    = 128
 )
@@ -256,8 +259,22 @@ type ConnRequest struct {
 	RingSize   int    // the ring segment's size in bytes
 	PidNS      uint64 // the sender's pid namespace (set by Post), 0 unknown
 	Cookie     uint64 // opaque to the receiver
+	// ReturnSize, when not 0, offers the receiver a ring segment of that
+	// size the sender made (and owns) for the receiver to write back to
+	// it, named ReturnRingName(RingName): the receiver may map it ahead
+	// and announce it as its own ring in its request to the sender, so
+	// that the sender's accept maps nothing (issue 12: first use).
+	ReturnSize int
 	word       uint64 // state word seen by Read; Accept/Reject CAS on it
 }
+
+// returnSuffix makes a return ring's name from its request's ring name.
+const returnSuffix = ".r"
+
+// ReturnRingName is the name of the return ring a request offers
+// (ConnRequest.ReturnSize): its ring's name with a suffix, so that the
+// slot needs no second name field.
+func ReturnRingName(ring string) string { return ring + returnSuffix }
 
 // ConnReply is the receiver's answer to a request. A plain value.
 type ConnReply struct {
@@ -315,6 +332,14 @@ func (q *ConnQueue) post(req ConnRequest) (int, error) {
 	if req.RingSize <= 0 || req.RingSize > MaxSegmentSize {
 		return -1, fmt.Errorf("%w: post ring size %d", ErrSize, req.RingSize)
 	}
+	if req.ReturnSize < 0 || req.ReturnSize > MaxSegmentSize {
+		return -1, fmt.Errorf("%w: post return ring size %d", ErrSize, req.ReturnSize)
+	}
+	if req.ReturnSize > 0 {
+		if err := ValidName(ReturnRingName(req.RingName)); err != nil {
+			return -1, fmt.Errorf("shm: post return ring: %w", err)
+		}
+	}
 	pid := uint64(selfPID)
 	req.SenderPID = int(pid)
 	for i := 0; i < q.n; i++ {
@@ -337,6 +362,7 @@ func (q *ConnQueue) post(req ConnRequest) (int, error) {
 		ne.PutUint64(s[cCookie:], req.Cookie)
 		ne.PutUint64(s[cRingSize:], uint64(req.RingSize))
 		ne.PutUint64(s[cPidNS:], PidNS())
+		ne.PutUint64(s[cRetSize:], uint64(req.ReturnSize))
 		putName(s[cSName:], req.SenderName)
 		putName(s[cRName:], req.RingName)
 		w.Store(claimed&^0xff | ConnPosted)
@@ -448,14 +474,14 @@ func (q *ConnQueue) Read(i int) (ConnRequest, error) {
 	req := ConnRequest{Slot: i, word: w}
 	pid := ne.Uint32(s[cPID:])
 	sl, rl := ne.Uint32(s[cSNameLen:]), ne.Uint32(s[cRNameLen:])
-	size := ne.Uint64(s[cRingSize:])
+	size, ret := ne.Uint64(s[cRingSize:]), ne.Uint64(s[cRetSize:])
 	if pid == 0 || pid > 1<<31-1 || int(pid) != pidOf(w) || sl == 0 || sl > MaxNameLen || rl == 0 || rl > MaxNameLen ||
-		size == 0 || size > MaxSegmentSize {
+		size == 0 || size > MaxSegmentSize || ret > MaxSegmentSize {
 		return ConnRequest{Slot: i, word: w}, fmt.Errorf("%w: connection slot %d: pid %d names %d/%d ring size %d",
 			ErrCorrupt, i, pid, sl, rl, size)
 	}
 	req.SenderPID, req.RingSize, req.Cookie = int(pid), int(size), ne.Uint64(s[cCookie:])
-	req.PidNS = ne.Uint64(s[cPidNS:])
+	req.PidNS, req.ReturnSize = ne.Uint64(s[cPidNS:]), int(ret)
 	req.SenderName = string(s[cSName : cSName+sl])
 	req.RingName = string(s[cRName : cRName+rl])
 	if err := ValidName(req.SenderName); err != nil {
@@ -463,6 +489,9 @@ func (q *ConnQueue) Read(i int) (ConnRequest, error) {
 	}
 	if err := ValidName(req.RingName); err != nil {
 		return req, fmt.Errorf("%w: connection slot %d ring: %v", ErrCorrupt, i, err)
+	}
+	if ret > 0 && len(req.RingName)+len(returnSuffix) > MaxNameLen {
+		return req, fmt.Errorf("%w: connection slot %d offers a return ring to a name of %d bytes", ErrCorrupt, i, len(req.RingName))
 	}
 	if q.word(i).Load() != w {
 		return req, fmt.Errorf("shm: connection slot %d changed while read: %w", i, ErrNotReady)

@@ -54,11 +54,16 @@ var ringSegIDs atomic.Uint32
 
 // createRingSeg creates and formats a ring segment of the given capacity.
 func createRingSeg(capacity int) (*ringSeg, error) {
+	return createRingSegNamed(NewName(), capacity)
+}
+
+// createRingSegNamed is createRingSeg with the segment's name given.
+func createRingSegNamed(name string, capacity int) (*ringSeg, error) {
 	size := RingSegSize(capacity)
 	if size < 0 {
 		return nil, fmt.Errorf("%w: ring capacity %d", ErrSize, capacity)
 	}
-	seg, err := CreateSegment(NewName(), size)
+	seg, err := CreateSegment(name, size)
 	if err != nil {
 		return nil, err
 	}
@@ -68,12 +73,37 @@ func createRingSeg(capacity int) (*ringSeg, error) {
 		_ = seg.Close()
 		return nil, err
 	}
+	id := newRingID()
+	word32(seg.Bytes(), trailerOff(capacity)+4).Store(id)
+	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(capacity)), id: id}, nil
+}
+
+// newRingID returns the next ring id of this process (never 0).
+func newRingID() uint32 {
 	id := ringSegIDs.Add(1)
 	for id == 0 {
 		id = ringSegIDs.Add(1)
 	}
-	word32(seg.Bytes(), trailerOff(capacity)+4).Store(id)
-	return &ringSeg{seg: seg, r: r, want: word32(seg.Bytes(), trailerOff(capacity)), id: id}, nil
+	return id
+}
+
+// adoptRingSeg maps a return ring a peer made for us to write to it
+// (ConnRequest.ReturnSize) and numbers it as a ring of ours: the ids a
+// receiver's slot records name are the sender's (ringSegIDs), and a ring
+// numbered by its receiver could carry the id of a later ring we make,
+// so that a stale note about it would be taken for the new one.
+func adoptRingSeg(name string, size int) (*ringSeg, error) {
+	rs, err := openRingSeg(name, size)
+	if err != nil {
+		return nil, err
+	}
+	id := newRingID()
+	if gerr := Guard(func() { word32(rs.seg.Bytes(), trailerOff(rs.r.Cap())+4).Store(id) }); gerr != nil {
+		_ = rs.seg.Close()
+		return nil, gerr
+	}
+	rs.id = id
+	return rs, nil
 }
 
 // openRingSeg maps the ring segment name a peer created and attaches its

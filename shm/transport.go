@@ -328,6 +328,8 @@ type Transport struct {
 	spare *ringSeg
 	// spareSmall: the same, of spareSmallCap, for the growths it covers
 	spareSmall *ringSeg
+	// retStale: return rings no peer will take (dropRet), closed by tick
+	retStale []staleRet
 	// sendsSeen is when tick last saw sends (or the spare was made)
 	sendsSeen time.Time
 }
@@ -371,6 +373,14 @@ type peer struct {
 	since     time.Time // oldest unanswered operation, for liveness checks
 	unread    time.Time // since when tick saw our ring to p not read to the end
 	failSend  bool      // outbound broken: sends fail
+	// ret: the ring we made (and own) for p to write back to us, offered
+	// in our connection request (ConnRequest.ReturnSize), until p's own
+	// request names it (accept then maps nothing) or another ring
+	ret *ringSeg
+	// offer, offerSize: the return ring p offered us in its request,
+	// which our connect maps as our ring to p instead of making one
+	offer     string
+	offerSize int
 
 	// inbound: their ring to us
 	inSeg  *Segment
@@ -694,9 +704,14 @@ func (t *Transport) failed(err error, c transport.Code) transport.Code {
 }
 
 // connect opens the receiver's region and announces a new ring of
-// capacity c to it. When it fails nothing of the connection is left: no
-// file, no mapping.
-func (t *Transport) connect(p *peer, c int) transport.Code {
+// capacity c to it: the return ring the receiver offered us, mapped, when
+// there is one (the receiver then has it mapped already), else one we
+// make. With ret set it also makes a ring of capacity c for the receiver
+// to write back to us and offers it in the request (Prepare: the peer
+// that inserts second then maps both rings at its own insert, and our
+// first poll accepts its ring without opening or mapping a file). When it
+// fails nothing of the connection is left: no file, no mapping.
+func (t *Transport) connect(p *peer, c int, ret bool) transport.Code {
 	if p.region == nil {
 		r, err := OpenRegion(p.name)
 		if err != nil {
@@ -726,14 +741,34 @@ func (t *Transport) connect(p *peer, c int) transport.Code {
 	if !r.ConnQueue().HasFree() {
 		return transport.EAgain
 	}
-	rs, err := createRingSeg(c)
-	if err != nil {
-		return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
+	var rs *ringSeg
+	offer, offerSize := p.offer, p.offerSize
+	if offer != "" && offerSize <= RingSegSize(t.cfg.RingSize) {
+		// A ring that cannot be mapped (its maker gone, or not a ring of
+		// the size announced) is no error: we make our own.
+		rs, _ = adoptRingSeg(offer, offerSize)
 	}
-	slot, err := r.ConnQueue().Post(ConnRequest{SenderPID: os.Getpid(), SenderName: t.name,
-		RingName: rs.seg.Name(), RingSize: rs.seg.Size()})
+	p.offer, p.offerSize = "", 0
+	if rs == nil {
+		var err error
+		if rs, err = createRingSeg(c); err != nil {
+			return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
+		}
+		offer = ""
+	}
+	req := ConnRequest{SenderPID: os.Getpid(), SenderName: t.name, RingName: rs.seg.Name(), RingSize: rs.seg.Size()}
+	if ret && offer == "" && p.in == nil && p.ret == nil {
+		if rr, err := createRingSegNamed(ReturnRingName(req.RingName), c); err == nil {
+			p.ret, req.ReturnSize = rr, rr.seg.Size()
+		}
+	}
+	slot, err := r.ConnQueue().Post(req)
 	if err != nil {
 		_ = rs.seg.Close()
+		t.closeRet(p)
+		if offer != "" {
+			p.offer, p.offerSize = offer, offerSize // still ours to take
+		}
 		if errors.Is(err, ErrQueueFull) {
 			return transport.EAgain
 		}
@@ -746,6 +781,15 @@ func (t *Transport) connect(p *peer, c int) transport.Code {
 	p.active = p.since
 	t.markBusy(p)
 	return 0
+}
+
+// closeRet closes the return ring we made for p, if any (the owner's
+// Close removes the file).
+func (t *Transport) closeRet(p *peer) {
+	if p.ret != nil {
+		_ = p.ret.seg.Close()
+		p.ret = nil
+	}
 }
 
 // setOut makes rs the ring p's sends go to.
@@ -842,7 +886,7 @@ func (t *Transport) Prepare(pi transport.Peer) {
 		c = max(c, spareSmallCap)
 	}
 	last := t.lastErr.Load()
-	if c := t.connect(p, c); c != 0 {
+	if c := t.connect(p, c, true); c != 0 {
 		t.lastErr.Store(last) // a hint failed: nothing to report
 		return
 	}
@@ -885,7 +929,7 @@ func (t *Transport) ready(p *peer) transport.Code {
 		return p.errCode()
 	}
 	if p.out == nil {
-		if c := t.connect(p, t.cfg.MinRingSize); c != 0 {
+		if c := t.connect(p, t.cfg.MinRingSize, false); c != 0 {
 			return c
 		}
 	}
@@ -2077,19 +2121,26 @@ func (t *Transport) accept() {
 			_ = q.Reject(req, 28) // ENOSPC: peer table full
 			continue
 		}
-		rs, err := openRingSeg(req.RingName, req.RingSize)
-		if err != nil {
-			errno := uint32(22)
-			if errors.Is(err, os.ErrNotExist) {
-				errno = 2
+		rs := t.takeRet(req)
+		if rs == nil {
+			var err error
+			if rs, err = openRingSeg(req.RingName, req.RingSize); err != nil {
+				errno := uint32(22)
+				if errors.Is(err, os.ErrNotExist) {
+					errno = 2
+				}
+				_ = q.Reject(req, errno)
+				continue
 			}
-			_ = q.Reject(req, errno)
-			continue
 		}
 		seg := rs.seg
 		p := t.peerFor(req.SenderName)
 		if p.in != nil { // the sender reconnected (restart): replace the old ring
 			t.dropInbound(p)
+		}
+		if req.ReturnSize > 0 && p.out == nil && p.ret == nil {
+			// Mapped by our connect (Prepare's, or the first send's).
+			p.offer, p.offerSize = ReturnRingName(req.RingName), req.ReturnSize
 		}
 		p.gen++
 		if err := t.region.Peers().Set(slot, PeerInfo{PID: req.SenderPID, Gen: p.gen, SenderName: req.SenderName, RingName: req.RingName}); err != nil {
@@ -2103,6 +2154,7 @@ func (t *Transport) accept() {
 			continue
 		}
 		p.inSeg, p.in, p.inWant, p.inIdx, p.pid, p.inID = seg, rs.r, rs.want, slot, req.SenderPID, rs.id
+		t.dropRet(p) // its ring is another: it will not take ours
 		// A pid from another pid namespace names some other process here:
 		// never read "its" memory.
 		p.noCMA = p.noCMA || req.PidNS == 0 || req.PidNS != PidNS()
@@ -2114,6 +2166,67 @@ func (t *Transport) accept() {
 			t.askBits() // Poll uses the bitmap from now on
 		}
 	}
+}
+
+// takeRet returns the return ring we made for req's sender (connect)
+// when req names it, with the id its sender numbered it by (adoptRingSeg),
+// and forgets it; nil otherwise. A request naming another ring (the
+// sender made its own: it connected before it saw our offer, or could
+// not map it) closes ours: the sender no longer takes it.
+func (t *Transport) takeRet(req ConnRequest) *ringSeg {
+	i, ok := t.byName[Addr(req.SenderName)]
+	if !ok {
+		return nil
+	}
+	p := t.peers[i]
+	rs := p.ret
+	if rs == nil {
+		return nil
+	}
+	if req.RingName != rs.seg.Name() || req.RingSize != rs.seg.Size() {
+		return nil // dropped once this request is accepted (dropRet)
+	}
+	p.ret = nil
+	// The file is ours, but the sender may have written anything to it.
+	var id uint32
+	if gerr := Guard(func() { id = word32(rs.seg.Bytes(), trailerOff(rs.r.Cap())+4).Load() }); gerr != nil {
+		_ = rs.seg.Close()
+		return nil
+	}
+	rs.id = id
+	return rs
+}
+
+// dropRet sets aside the return ring we made for p once p's connection
+// goes through another ring (its accepted request named that one): tick
+// closes it after ShrinkAfter, off the first round trips, which such an
+// accept (both sides inserted at once) falls in.
+func (t *Transport) dropRet(p *peer) {
+	if p.ret != nil {
+		t.retStale = append(t.retStale, staleRet{p.ret, time.Now()})
+		p.ret = nil
+	}
+}
+
+// staleRet is a return ring no peer will take, to be closed.
+type staleRet struct {
+	rs *ringSeg
+	at time.Time
+}
+
+// closeStale closes the return rings set aside before cut (all with a
+// zero cut).
+func (t *Transport) closeStale(cut time.Time) {
+	keep := t.retStale[:0]
+	for _, r := range t.retStale {
+		if cut.IsZero() || r.at.Before(cut) {
+			_ = r.rs.seg.Close()
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	clear(t.retStale[len(keep):])
+	t.retStale = keep
 }
 
 // The polling word tells senders whether Poll looks at every inbound ring
@@ -2307,6 +2420,24 @@ func (t *Transport) nudge(p *peer) {
 	_ = Guard(func() { _ = r.Nudge() })
 }
 
+// inAlive reports whether the sender of p's inbound ring lives: the ring
+// file's lock is its (a ring it made), else, when the ring is ours (a
+// return ring it took, see takeRet), its region's.
+func (p *peer) inAlive() (bool, error) {
+	seg := p.inSeg
+	if seg.Owner() {
+		switch {
+		case p.region != nil:
+			seg = p.region.Segment()
+		case p.bell != nil:
+			seg = p.bell.Segment()
+		default:
+			return true, nil
+		}
+	}
+	return seg.Alive()
+}
+
 // switchIn follows a recSwitch record b in p's inbound ring.
 func (t *Transport) switchIn(p *peer, b []byte) error {
 	if len(b) < 16 {
@@ -2324,7 +2455,7 @@ func (t *Transport) switchIn(p *peer, b []byte) error {
 	p.switchIns++
 	rs, err := openRingSeg(name, int(size))
 	if err != nil {
-		if alive, aerr := p.inSeg.Alive(); aerr == nil && !alive {
+		if alive, aerr := p.inAlive(); aerr == nil && !alive {
 			return fmt.Errorf("%w: sender died switching rings: %v", ErrPeerGone, err)
 		}
 		return err
@@ -2619,6 +2750,9 @@ func (t *Transport) tick() {
 			_ = t.replace(p, t.cfg.MinRingSize, false) // on failure it stays big
 		}
 	}
+	if len(t.retStale) > 0 {
+		t.closeStale(now.Add(-t.cfg.ShrinkAfter))
+	}
 	// An unused spare goes after ShrinkAfter without sends, as grown
 	// rings do: an idle endpoint keeps only small rings.
 	if busy {
@@ -2641,17 +2775,17 @@ func (t *Transport) closeSpares() {
 // checkAlive tests the peer's liveness (its region's owner lock, or its
 // inbound ring's) and fails it when dead.
 func (t *Transport) checkAlive(p *peer) {
-	var seg *Segment
+	var alive bool
+	var err error
 	switch {
 	case p.region != nil:
-		seg = p.region.Segment()
+		alive, err = p.region.Segment().Alive()
 	case p.inSeg != nil:
-		seg = p.inSeg
-	}
-	if seg == nil {
+		alive, err = p.inAlive()
+	default:
 		return
 	}
-	if alive, err := seg.Alive(); err == nil && !alive {
+	if err == nil && !alive {
 		// What the peer wrote before it went away is still in its ring
 		// (we keep the mapping): deliver it first, so a sender that
 		// finished streaming and exited does not lose its last messages.
@@ -2705,6 +2839,8 @@ func (t *Transport) closeOut(p *peer) {
 	if p.oldSeg != nil {
 		_ = p.oldSeg.Close()
 	}
+	t.closeRet(p)
+	p.offer, p.offerSize = "", 0
 	if p.region != nil {
 		_ = p.region.Close()
 	}
@@ -2941,6 +3077,7 @@ func (t *Transport) Close() error {
 	}
 	t.rmaClose()
 	t.closeSpares()
+	t.closeStale(time.Time{})
 	t.closed = true
 	return t.region.Close()
 }

@@ -471,6 +471,17 @@ func pingpongRun(c *ctrl, o *ppOpts, client bool, table, stderr io.Writer) (rows
 	if err != nil {
 		return nil, err
 	}
+	// The client, which has the server's name already, inserts it before
+	// it sends its own: its insert (shm: connecting ahead, with a ring
+	// back for the server to take) is then done when the server inserts,
+	// and neither side's first poll maps a file. Both inserting at once
+	// made a ring each way at each insert, and each side's first poll
+	// mapped the other's inside the timed loop.
+	if client {
+		if err = n.insertPeer(peerName); err != nil {
+			return nil, err
+		}
+	}
 	if err = c.sendFrame(name); err != nil {
 		return nil, err
 	}
@@ -479,9 +490,9 @@ func pingpongRun(c *ctrl, o *ppOpts, client bool, table, stderr io.Writer) (rows
 			return nil, err
 		}
 		debugf("received client name %q", peerName)
-	}
-	if err = n.insertPeer(peerName); err != nil {
-		return nil, err
+		if err = n.insertPeer(peerName); err != nil {
+			return nil, err
+		}
 	}
 	var g integ
 	printedHeader := false
