@@ -32,6 +32,13 @@ type Config struct {
 //     the peer in Peers().Set(i, ...) and answers Accept(req, i, gen) (or
 //     Reject). A request from a sender name already known with a new pid
 //     replaces the old slot (the restarted-peer rule).
+//   - A sender connecting ahead (Prepare) may also make a return ring for
+//     the receiver to write back to it and offer it in its request
+//     (ConnRequest.ReturnSize; named ReturnRingName(ring)). A receiver not
+//     yet connected to the sender maps it as its ring to the sender and
+//     names it in its own request, so the sender's accept opens no file.
+//     The file stays the sender's (its lock, its unlink); the receiver
+//     writing into it is judged alive by its region's lock.
 //   - The sender polls Reply, learns its peer index i and Releases the slot.
 //     From then on, after publishing into its ring it sets bit i in
 //     Bitmap() (package ring's bitmap type) and calls Doorbell().Ring().

@@ -28,7 +28,9 @@ import (
 // transport.Transport over the pieces of this package and package ring.
 //
 // Each endpoint owns a Region. A sender creates one ring segment per
-// receiver, announces it through the receiver's connection queue and from
+// receiver (or maps the return ring the receiver made for it when the
+// receiver connected first, see connect), announces it through the
+// receiver's connection queue and from
 // then on writes records into it, sets its bit in the receiver's bitmap and
 // rings the receiver's doorbell (a system call only when the receiver
 // sleeps). The receiver's Poll visits the rings whose bits are set.
