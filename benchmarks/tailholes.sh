@@ -18,7 +18,8 @@
 # the slow round trips grouped by what ran during them ("nothing the
 # guest saw": no switch, interrupt or timer: the hypervisor or the
 # hardware). Needs root (or perf_event_paranoid <= -1) and linux-perf.
-# OUT keeps the files (default a temporary directory).
+# OUT keeps the files (default a temporary directory); MMAP is perf's
+# buffer per CPU (default 32M; a run says when perf lost events anyway).
 set -eu
 SIZES=${SIZES:-8,4k}
 ITERS=${ITERS:-200000}
@@ -59,7 +60,7 @@ if [ -n "${RT:-}" ]; then
 	lat=(taskset -c "${CPUS%,*}" "${rt[@]}" "$out/perftest" latency -P "$port")
 	node=(localhost)
 fi
-perf record -q -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
+perf record -q -m "${MMAP:-32M}" -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
 	-e sched:sched_switch -e sched:sched_wakeup -e syscalls:sys_enter_nanosleep \
 	-e irq:irq_handler_entry -e irq:softirq_entry -e timer:hrtimer_expire_entry \
 	-e exceptions:page_fault_user -e exceptions:page_fault_kernel \
@@ -70,4 +71,11 @@ wait || echo "# perftest serve exited with status $?: $(cat "$out/serve.out" 2>/
 serve=
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace >"$out/perf.txt" 2>/dev/null
+# Events perf dropped (its buffer full) are missing below: their round
+# trips count as "nothing the guest saw" and their tasks' runs as longer
+# than they were (a lost switch out). With perf's default buffer, a loaded
+# host lost ~15 000 samples a run (2026-11-25 15:58, none of the 4 KiB
+# loop's first 700 ms of ticks left); MMAP (default 32M per CPU) sets it.
+perf report -i "$out/perf.data" --stats 2>/dev/null |
+	awk '/LOST/ { for (i = 1; i < NF; i++) if ($i == "events:") n += $(i + 1) } END { if (n) printf "# perf lost %d records or samples: the attribution below misses them (raise MMAP)\n", n }'
 "$out/tailholes" -perf "$out/perf.txt" -dump "$out/dump.txt" -x "$X"
