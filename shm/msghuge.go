@@ -44,11 +44,13 @@ import (
 // kernel until it returns or sysmon takes the P back (sysmon sleeps up to
 // 10 ms in a busy process), so the sender stalls for the collapse anyway,
 // only later, after its first copies went from 4 KiB pages, and sometimes
-// for a sysmon period more. The send advises the block itself then: the
-// stall comes once, at the first message, and every copy after it takes
-// the huge page (perftest pingpong -S 1m, 100 iterations, client's round
-// trips: worker started 1.9-2.2 ms into the run and its collapse took
-// 1-2.5 ms, with the round trips before at 4 KiB cost).
+// for a sysmon period more. The send advises the block itself then
+// (perftest pingpong -S 1m, 100 iterations, client's round trips: worker
+// started 1.9-2.2 ms into the run and its collapse took 1-2.5 ms, with
+// the round trips before at 4 KiB cost), handing the collapse to an
+// io_uring request run by a kernel thread that needs no P where the
+// kernel has io_uring (hugering.go), else collapsing inline: the stall
+// then comes once, at the first message.
 
 // MsgHugeMinEnv sets MsgHugeMin: the smallest rendezvous send buffer whose
 // memory the sender backs with huge pages (a size), or "off". Default 256k.
@@ -77,10 +79,12 @@ type hugeSeen struct {
 	i       int
 	advised int // blocks advised, for tests
 	inline  int // of which advised by the send itself (one P), for tests
+	async   int // of which handed to the ring by the send itself (one P), for tests
 }
 
 // sendHuge backs the blocks of b with huge pages unless done before.
 func (t *Transport) sendHuge(b []byte) {
+	reapHuge()
 	addr := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	lo := addr &^ (hugeSize - 1)
 	hi := (addr + uintptr(len(b)) + hugeSize - 1) &^ (hugeSize - 1)
@@ -112,8 +116,14 @@ func (t *Transport) sendHuge(b []byte) {
 	if first != 0 {
 		// One call over the new blocks (a block between them done before
 		// costs the kernel a look): the kernel's LRU drain, which waits
-		// for the peer's busy CPU, comes once per call (hugeAdvise).
-		hugeAdvise(first, last+hugeSize-first)
+		// for the peer's busy CPU, comes once per call (hugeAdvise). On
+		// the ring's kernel worker when there is one (hugering.go), the
+		// send going on meanwhile.
+		if hugeCollapseAsync(first, last+hugeSize-first) {
+			t.huge.async += int((last + hugeSize - first) / hugeSize)
+		} else {
+			hugeAdvise(first, last+hugeSize-first)
+		}
 	}
 }
 
@@ -162,6 +172,7 @@ func startHugeWorker() {
 	hugeWork.once.Do(func() {
 		hugeWork.on.Store(true)
 		go hugeWorker()
+		startHugeRing()
 	})
 }
 

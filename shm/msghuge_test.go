@@ -68,8 +68,9 @@ func TestSendHuge_AdvisesOnceAndKeepsPayload(t *testing.T) {
 
 // With one P the send advises its blocks itself (a worker would run only
 // when the sender yields, and then keep the P through the collapse): every
-// new block is done when the send returns, none is handed over, and the
-// payload arrives intact.
+// new block is done, or handed to the io_uring's kernel worker, when the
+// send returns, none is handed to the worker goroutine, and the payload
+// arrives intact.
 func TestSendHuge_OnePAdvisesOnTheSend(t *testing.T) {
 	testDir(t)
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
@@ -83,6 +84,11 @@ func TestSendHuge_OnePAdvisesOnTheSend(t *testing.T) {
 	p.send(transport.KindMsg, msg)
 	if p.a.huge.advised == 0 || p.a.huge.inline != p.a.huge.advised {
 		t.Fatalf("after the send: %d blocks advised, %d by the send itself", p.a.huge.advised, p.a.huge.inline)
+	}
+	// With io_uring the send hands the collapse to the ring's kernel
+	// worker (hugering.go) instead of waiting for it.
+	if hugeRing.on.Load() && p.a.huge.async != p.a.huge.advised {
+		t.Fatalf("after the send: %d blocks advised, %d through the ring", p.a.huge.advised, p.a.huge.async)
 	}
 	p.until("the message and the send's completion", func() bool { return p.sb.n == 1 && p.sa.sent == 1 })
 	if !bytes.Equal(p.sb.got[0], want) {
