@@ -78,8 +78,12 @@ import (
 // Wait on another goroutine from releasing the loop in the middle of
 // Poll's reads.
 const (
-	parkAfter = 32                    // empty Polls before the loop is borrowed
-	parkTick  = 10 * time.Millisecond // how often a parked loop runs its queued tasks
+	parkAfter = 32 // empty Polls before the loop is borrowed
+	// loopGosched: while a handshake is in progress, or a park was
+	// requested and the loop has not taken it, every loopGosched-th empty
+	// Poll calls runtime.Gosched (see "The loop needs a P" below).
+	loopGosched = 8
+	parkTick    = 10 * time.Millisecond // how often a parked loop runs its queued tasks
 	// parkIdleTicks is how many ticks without a Poll hand the loop back.
 	parkIdleTicks = 2
 	ownRead       = 64 << 10
@@ -89,6 +93,42 @@ const (
 	// (GOMAXPROCS=1, load 14) took over 200 ms.
 	parkEnrollMax = 20 * time.Second
 )
+
+// The loop needs a P.
+//
+// A busy-polling application goroutine never enters the Go scheduler:
+// Poll's system calls are raw, and its yields (sched_yield) reach the
+// kernel's scheduler, not Go's. With GOMAXPROCS 2 on a 2-CPU host, the
+// other P is often held by a goroutine blocked in a system call made
+// through entersyscall: gnet's acceptor loop in epoll_wait, the
+// responder of the placement probe in futex(2) (distance.go), the
+// connections' loop itself in epoll_wait. Such a P is taken back only by
+// the runtime's monitor (sysmon), which in a spinning program sleeps
+// 10 ms between looks (its sleep doubles up to 10 ms while it takes no P
+// back). The connections' loop, runnable again after its epoll_wait or
+// its runtime.Gosched (gnet's poller calls it when a poll found
+// nothing), then waited in the global run queue up to 15 ms, and the
+// application polled all that time for what only the loop could do: a
+// handshake (only the loop reads those), taking a requested park.
+// perftest pingpong -S 64k -I 500 (runtime/trace of both processes: sched
+// latency 12.5-15 ms on gnet's Gosched, the spinning goroutine preempted
+// by sysmon after 10-15 ms): the first round trip, which is also the
+// connection's handshake, took 1-20 ms, +2-40 us on the 500-iteration
+// mean. So while a handshake is in progress, or a park was requested and
+// the loop has not taken it, Poll lets the Go scheduler run every
+// loopGosched-th empty Poll. Not at every empty Poll with the loop not
+// parked: the loop, given the P, blocked in epoll_wait holding it until
+// the next message, the application took that message and its next 8
+// empty Polls and yielded again, never reaching the parkAfter empty
+// Polls that request a park, and the pair ran through the loop for the
+// first 100-200 messages (early round trips 57-217 us against 25-30).
+// And the responder starts with the transport (Listen), not with the
+// first same-host handshake, where its first futex wait held a P during
+// the first round trip (with the Gosched alone the first round trip
+// still took 15-18 ms in 3 of 6 rounds). Alternated with the code before
+// (64 KiB x 500 ping-pong, far, load 19-22, 6 rounds, medians): 39.8 ->
+// 23.6 us per transfer, first round trip/2 0.5-10.2 ms -> 0.5-1.4 ms;
+// Go net 20.7.
 
 const (
 	parkIdle = iota
@@ -299,6 +339,15 @@ func (t *Transport) release() {
 		t.releaseLocked()
 		t.own.Unlock()
 	}
+}
+
+// parkPending reports whether a park was requested and the loop has not
+// taken it yet.
+func (t *Transport) parkPending() bool {
+	t.pmu.Lock()
+	s := t.pstate
+	t.pmu.Unlock()
+	return s == parkRequested
 }
 
 // pstateHint reports whether a park may be requested or held.

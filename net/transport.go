@@ -406,6 +406,11 @@ func Listen(cfg Config) (*Transport, error) {
 		t.Close()
 		return nil, fmt.Errorf("net: listener address: %w", t.lis.nameErr)
 	}
+	// probeCPUs's responder parks in futex(2) holding a P until sysmon
+	// takes it back (distance.go): started with the first same-host
+	// handshake, that was during the first round trip (own.go,
+	// loopGosched).
+	prober.run()
 	if !cfg.LoopOnly {
 		if err := t.startPark(); err != nil {
 			t.Close()
@@ -680,6 +685,9 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 		t.emptyPolls = 0
 	} else if t.emptyPolls++; t.emptyPolls%parkAfter == 0 && !t.cfg.LoopOnly {
 		t.requestPark()
+	} else if t.emptyPolls%loopGosched == 0 && !t.parked.Load() && !t.cfg.LoopOnly &&
+		(t.handshakes.Load() != 0 || t.emptyPolls > parkAfter && t.parkPending()) {
+		runtime.Gosched() // the loop must run for this Poll to get anywhere (own.go, loopGosched)
 	}
 	return work
 }
