@@ -56,7 +56,13 @@
 //     reads the sockets itself and hands each message to the engine from
 //     inside the decoder, an eager payload as a slice of its read buffer
 //     (no ring), a pushed payload read from the socket straight into the
-//     receive the engine matched (push.go).
+//     receive the engine matched (push.go). While the loop is not
+//     borrowed and must run for Poll to get anywhere (a handshake, a park
+//     Poll asked for), Poll calls runtime.Gosched every few empty passes:
+//     a busy-polling goroutine never enters Go's scheduler, and with the
+//     other P held by a goroutine blocked in a system call the loop waited
+//     for the runtime's monitor, up to 10-15 ms (own.go, "The loop needs
+//     a P").
 //   - An RMA write's payload is read from the socket straight into the
 //     target's region (rma.go, readRMADirect); one of 64 KiB or more
 //     leaves the initiator without a copy, by vmsplice and splice
