@@ -1259,7 +1259,12 @@ func (t *Transport) SendEager(pi transport.Peer, hdr *transport.Header, iov [][]
 // traffic of that size grows, see eagerDepth), takes a whole slot when
 // that makes a ping-pong's payloads fit L1 (slotsPay), the slot is free
 // and the record starts one: the record's header then carries the
-// payload's length and the rest of the slot is left unwritten. Records
+// payload's length and the rest of the slot is left unwritten. Where
+// smaller records left the tail inside a slot (a 16 KiB ring carries a
+// peer's small messages first), the record takes the rest of that slot
+// when it fits there, so the next one starts a slot: without it such a
+// ring packed every record for good (4 KiB after 8-byte traffic: 2.61 us
+// a half round trip far, 2.13 with slots; 0.70 and 0.53 near). Records
 // then alternate between the two slots, so a ping-pong's payloads reuse
 // the same two areas of the ring in both CPUs' caches, where records
 // packed back to back wander through three. The slot is free when the
@@ -1278,8 +1283,7 @@ func reserveEager(p *peer, hdr *transport.Header) ([]byte, error) {
 		slot := 1 << bits.Len(uint(ring.RecordHeader+slotHdrLen+n-1))
 		if c := p.out.Cap(); c == 2*slot && slotsPay(ring.RecordHeader+hl+n, n, c) {
 			// to the next slot boundary: the whole slot when the tail
-			// is on one, else the rest of the slot it is in when the
-			// slot record fits there (realigning; see above)
+			// is on one, else the rest of the slot it is in (see above)
 			if k := p.out.TailToBoundary(slot) - ring.RecordHeader; k >= slotHdrLen+n {
 				if b, err := p.out.Reserve(k); err == nil {
 					return b, nil
