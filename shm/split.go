@@ -58,8 +58,10 @@ import (
 // The receiver waits for the sender's part only as long as the split
 // saves: when the WDone comes later after the receiver's own part than
 // that part took (a sender busy elsewhere, or off its CPU), reading the
-// whole payload alone would have been faster, and the next splitBackoff
-// large fetches from that peer are not split.
+// whole payload alone would have been faster, and the next large fetches
+// from that peer are not split: one after a single late split, four
+// times more for each late split in a row, up to splitBackoff
+// (splitLateSkip); a peer's first splitWarmup splits are no verdict.
 //
 // The receiver's buffer is written by the sender only between the CTW and
 // the WDone, and the receive completes only after the WDone, so nothing
@@ -86,8 +88,21 @@ const SplitMinEnv = "GOFI_SHM_SPLIT_MIN"
 const (
 	splitMinDefault = 64 << 10
 	// splitBackoff: large fetches from a peer left unsplit after a split
-	// that waited for it longer than it saved
+	// it did not write its part of, and at most after late splits
 	splitBackoff = 64
+	// splitLateFirst: fetches left unsplit after a late split that
+	// followed a paid one; each late split in a row leaves
+	// splitLateGrow times more, up to splitBackoff (see splitDone)
+	splitLateFirst = 1
+	splitLateGrow  = 4
+	// splitWarmup: a peer's first splits, whose lateness is no verdict:
+	// in 1 MiB ping-pongs the sender's part came 43-270 us after the
+	// receiver's 23-90 us in the first one to six splits with a peer, in
+	// most runs, and 0-60 us after in the later ones (perftest pingpong
+	// -S 1m -I 100, 12 runs, near, load 21-37, nice -20): backing off on
+	// them left most of a 100-message run to whole copies, which the
+	// split's own samples then kept (the early splits' slow ones)
+	splitWarmup = 8
 	// splitAlign aligns the split point (a page: each side pins whole pages).
 	splitAlign = 4 << 10
 	ctwLen     = 32
@@ -216,8 +231,14 @@ func (t *Transport) splitDone(p *peer, s transport.Sink, cookie uint64, status u
 	case status == 0:
 		f.n += f.total - f.got
 		waited := time.Since(f.start)
-		if !splitPaid(f.own, waited) {
-			p.splitSkip = splitBackoff
+		switch {
+		case p.splitWarm < splitWarmup:
+			p.splitWarm++ // no verdict (splitWarmup)
+		case splitPaid(f.own, waited):
+			p.splitLate = 0
+		default:
+			p.splitSkip = splitLateSkip(p.splitLate)
+			p.splitLate = min(p.splitLate+1, 8)
 		}
 		if f.err == nil {
 			t.splitCost[fetchClass(f.total)].note(true, f.explore, f.own+waited)
@@ -294,6 +315,29 @@ func (t *Transport) writeSplit(p *peer, cookie, off, n, addr uint64) {
 		}
 	}
 	t.sendCtrl(p, ctrl{typ: recWDone, cookie: cookie, status: status})
+}
+
+// splitLateSkip returns how many large fetches go unsplit after a late
+// split (after a peer's first splitWarmup) that followed late splits in
+// a row (0: a paid one before it):
+// splitLateFirst, times splitLateGrow per late split more, at most
+// splitBackoff. One late split says little: a sender preempted once (a
+// kernel worker, the Go runtime's monitor, a huge-page collapse on its
+// CPU) answers late once; and the first splits with a peer came late in
+// most 1 MiB ping-pongs (perftest pingpong -S 1m -I 100: the sender's
+// part 80-150 us after the receiver's 23-50 us in the first two), after
+// which a fixed back-off of 64 left the rest of a 100-message run to
+// whole copies (125 us round trips far instead of 52). A sender that
+// stays late (off its CPU, busy elsewhere) reaches splitBackoff after
+// four late splits.
+func splitLateSkip(late uint8) int {
+	n := splitLateFirst
+	for range late {
+		if n *= splitLateGrow; n >= splitBackoff {
+			return splitBackoff
+		}
+	}
+	return n
 }
 
 // splitPaid reports whether a split whose receiver part took own and

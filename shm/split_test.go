@@ -124,8 +124,10 @@ func FuzzDecodeCTW(f *testing.F) {
 
 // A split whose sender answered later after the receiver's own part than
 // that part took (the sender busy elsewhere) saved nothing: the next
-// splitBackoff large fetches from that peer are read whole by the
-// receiver, then splitting resumes.
+// large fetches from that peer are read whole by the receiver, one after
+// a single late split, four times more for each late split in a row up
+// to splitBackoff, then splitting resumes; a paid split starts the count
+// again. A peer's first splitWarmup splits are judged by none.
 func TestSplitCopy_LateSenderStopsSplitsForAWhile(t *testing.T) {
 	testDir(t)
 	p := newTPair(t, TransportConfig{CMAMin: 1})
@@ -134,40 +136,73 @@ func TestSplitCopy_LateSenderStopsSplitsForAWhile(t *testing.T) {
 	}
 	p.send(transport.KindMsg, seqMsg(1, 8)) // connect a -> b
 	p.until("the first message", func() bool { return p.sb.n == 1 })
-	msg := seqMsg(2, 1<<20)
-	want := bytes.Clone(msg)
-	p.send(transport.KindMsg, msg)
 	peer := p.b.peers[p.ba]
-	for deadline := time.Now().Add(20 * time.Second); p.b.splits == 0; p.b.Poll(p.sb) {
-		if time.Now().After(deadline) {
-			t.Fatal("no split started")
+	// split sends one split payload whose split the receiver judges late
+	// (its own part ended an hour before the sender's) or paid (its own
+	// part took an hour): serial polls in one goroutine time nothing.
+	split := func(seq int, late bool) {
+		t.Helper()
+		msg := seqMsg(seq, 1<<20)
+		want := bytes.Clone(msg)
+		splits, n, sent := p.b.splits, p.sb.n, p.sa.sent
+		p.send(transport.KindMsg, msg)
+		for deadline := time.Now().Add(20 * time.Second); p.b.splits == splits; p.b.Poll(p.sb) {
+			if time.Now().After(deadline) {
+				t.Fatal("no split started")
+			}
+		}
+		if len(peer.fetch) != 1 {
+			t.Fatalf("%d fetches pending", len(peer.fetch))
+		}
+		for _, f := range peer.fetch {
+			if late {
+				f.start = f.start.Add(-time.Hour)
+			} else {
+				f.own += time.Hour
+			}
+		}
+		p.until("the split", func() bool { return p.sb.n == n+1 && p.sa.sent == sent+1 })
+		if !bytes.Equal(p.sb.got[n], want) || len(p.sa.errs)+len(p.sb.errs) > 0 {
+			t.Fatal("split: payload changed or errors", p.sa.errs, p.sb.errs)
 		}
 	}
-	if len(peer.fetch) != 1 {
-		t.Fatalf("%d fetches pending", len(peer.fetch))
+	lateSplit := func(seq int) { t.Helper(); split(seq, true) }
+	seq := 2
+	// A peer's first splitWarmup splits are no verdict, late or not.
+	for range splitWarmup {
+		lateSplit(seq)
+		seq++
+		if peer.splitSkip != 0 {
+			t.Fatalf("a late split among the first %d: %d fetches to skip", splitWarmup, peer.splitSkip)
+		}
 	}
-	for _, f := range peer.fetch {
-		f.start = f.start.Add(-time.Hour) // the receiver's part ended long ago
+	for i, want := range []int{1, 4, 16, 64, 64} {
+		lateSplit(seq)
+		seq++
+		if peer.splitSkip != want {
+			t.Fatalf("after %d late splits in a row: %d fetches to skip, want %d", i+1, peer.splitSkip, want)
+		}
+		splits, writes := p.b.splits, p.a.splitWrites
+		for range want {
+			sendSplit(t, p, seqMsg(seq, 256<<10))
+			seq++
+		}
+		if peer.splitSkip != 0 {
+			t.Fatalf("after %d fetches: %d still to skip", want, peer.splitSkip)
+		}
+		if p.b.splits != splits || p.a.splitWrites != writes {
+			t.Fatalf("during the back-off: %d splits, %d writes", p.b.splits-splits, p.a.splitWrites-writes)
+		}
 	}
-	p.until("the late split", func() bool { return p.sb.n == 2 && p.sa.sent == 1 })
-	if !bytes.Equal(p.sb.got[1], want) || len(p.sa.errs)+len(p.sb.errs) > 0 {
-		t.Fatal("late split: payload changed or errors", p.sa.errs, p.sb.errs)
+	// A paid split ends the run of late ones: the next late split leaves
+	// one fetch unsplit again.
+	split(seq, false)
+	if peer.splitSkip != 0 || peer.splitLate != 0 {
+		t.Fatalf("after a paid split: %d fetches to skip, %d late in a row", peer.splitSkip, peer.splitLate)
 	}
-	if peer.splitSkip != splitBackoff {
-		t.Fatalf("after a late split: %d fetches to skip, want %d", peer.splitSkip, splitBackoff)
-	}
-	for i := range splitBackoff {
-		sendSplit(t, p, seqMsg(3+i, 256<<10))
-	}
-	if peer.splitSkip != 0 {
-		t.Fatalf("after %d fetches: %d still to skip", splitBackoff, peer.splitSkip)
-	}
-	if p.b.splits != 1 || p.a.splitWrites != 1 {
-		t.Fatalf("during the back-off: %d splits, %d writes", p.b.splits, p.a.splitWrites)
-	}
-	sendSplit(t, p, seqMsg(99, 256<<10))
-	if p.b.splits != 2 || p.a.splitWrites != 2 {
-		t.Fatalf("after the back-off: %d splits, %d writes", p.b.splits, p.a.splitWrites)
+	lateSplit(seq + 1)
+	if peer.splitSkip != 1 {
+		t.Fatalf("a late split after a paid one: %d fetches to skip, want 1", peer.splitSkip)
 	}
 }
 

@@ -406,8 +406,11 @@ type peer struct {
 	// bounces) that the receiver answered with CTS in a row (farAnswer)
 	farCTS uint8
 	// splitSkip: large fetches from the peer still to go unsplit after a
-	// split waited on it (split.go)
+	// split waited on it (split.go); splitLate: its late splits in a row;
+	// splitWarm: its first splits, judged by none (up to splitWarmup)
 	splitSkip int
+	splitLate uint8
+	splitWarm uint8
 	pid       int
 	gen       uint32
 	fetch     map[uint64]*fetchSeg // segment-mode fetches in progress
