@@ -82,6 +82,12 @@ if [ -n "${RT:-}" ]; then
 	rt=(timeout -k 2 60 chrt -f "$RT")
 fi
 here=$(cd "$(dirname "$0")" && pwd)
+# Under RT, other real-time busy loops starve the pair (rtguard.sh): one
+# RT benchmark at a time, and each round names those it ran beside.
+if [ -n "${RT:-}" ]; then
+	. "$here/rtguard.sh"
+	rt_lock
+fi
 tmp=$(mktemp -d)
 serve=
 # on any exit, the background perftest serve (RT) and its timeout
@@ -272,6 +278,7 @@ ticks_end() {
 for r in $(seq 1 "$ROUNDS"); do
 	echo
 	echo "## round $r/$ROUNDS, load $(cut -d' ' -f1-3 /proc/loadavg)${RT:+, under chrt -f $RT}"
+	[ -z "${RT:-}" ] || rt_wait
 	"$tmp/perftest" place -cpus "$CPUS" | sed 's/^/  /'
 	echo "  half round trip, usec:       p50      p99    p99.9      max   stalls/s"
 	rm -f "$tmp/flagdump"
@@ -341,4 +348,5 @@ for r in $(seq 1 "$ROUNDS"); do
 	counts
 	wait || echo "  (perftest serve exited with status $?: $(cat "$tmp/serve.out" 2>/dev/null))" # the pinned server (RT) exits after its one client
 	serve=
+	[ -z "${RT:-}" ] || rt_check
 done

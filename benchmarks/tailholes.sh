@@ -46,6 +46,11 @@ trap '[ -n "$serve" ] && kill -KILL -- "-$serve" 2>/dev/null; [ -z "${OUT:-}" ] 
 mkdir -p "$out"
 (cd "$here/.." && go build -o "$out/perftest" ./cmd/perftest && go build -o "$out/tailholes" ./benchmarks/tailholes)
 echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)${RT:+, perftest under chrt -f $RT}"
+if [ -n "${RT:-}" ]; then # other real-time busy loops starve the pair: see rtguard.sh
+	. "$here/rtguard.sh"
+	rt_lock
+	rt_wait | sed 's/^  # /# /'
+fi
 lat=("$out/perftest" latency)
 node=()
 if [ -n "${RT:-}" ]; then
@@ -69,6 +74,7 @@ perf record -q -m "${MMAP:-32M}" -k CLOCK_MONOTONIC -a -o "$out/perf.data" \
 	-- "${lat[@]}" -p "$PROV" -S "$SIZES" -I "$ITERS" -dump "$out/dump.txt" "${node[@]}" 2>/dev/null
 wait || echo "# perftest serve exited with status $?: $(cat "$out/serve.out" 2>/dev/null)"
 serve=
+[ -z "${RT:-}" ] || rt_check | sed 's/^  # /# /'
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 perf script -i "$out/perf.data" -F comm,pid,tid,cpu,time,event,trace >"$out/perf.txt" 2>/dev/null
 # Events perf dropped (its buffer full) are missing below: their round
