@@ -21,10 +21,12 @@ import (
 )
 
 // BenchmarkShmPingPongAlternated is BenchmarkShmPingPong's three variants
-// (flag, flag2, ring) and the ring at the capacity shm gives a pair's
-// rings first (ring4k: shm.DefaultMinRingSize, which small messages keep)
-// against one peer process, alternated in batches of altBatch round trips:
-// flag, flag2, ring, ring4k, flag (second copy), flag, ... On this
+// (flag, flag2, ring), the ring at the capacity shm gives a pair's rings
+// first (ring4k: shm.DefaultMinRingSize, which small messages keep) and a
+// ring.Duplex of that capacity (duplex: its 8-byte records go through the
+// turn line's slots) against one peer process, alternated in batches of
+// altBatch round trips: flag, flag2, ring, ring4k, flag (second copy),
+// duplex, flag, ... On this
 // 2-vCPU machine the two vCPUs move between placements (cache-line round
 // trips of about 66, 110 or 480 ns) within a run, and other processes take
 // the CPUs for milliseconds at a time; a batch lasts 0.1-1 ms, so the
@@ -43,7 +45,8 @@ import (
 // each copy's, with flagA-at and flagB-at, where each copy's initiator
 // loop starts in a 64-byte block; ring/flag, ring/flag2, ring4k/flag and
 // ring4k/flag2, the medians over rounds of each round's ratio (the
-// figures to compare across placements); rt-ns, the placement before the
+// figures to compare across placements); duplex-ns, duplex/flag and
+// duplex/ring4k, the same for the duplex; rt-ns, the placement before the
 // run.
 //
 // GOFI_BENCH_PIN=a,b pins the initiator's polling thread to CPU a and the
@@ -89,6 +92,11 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	checkAltDxSize(b)
+	dx, err := ring.InitDuplex(m[altDx:], altSmallCap)
+	if err != nil {
+		b.Fatal(err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), ppPeerMax)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestRingPingPongAltPeer$", "-test.bench=^$", "-test.count=1")
@@ -98,13 +106,13 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
-	a := newAltSide(m, [altRings][2]*ring.Ring{{ra, rb}, {sa, sb}})
+	a := newAltSide(m, [altRings][2]*ring.Ring{{ra, rb}, {sa, sb}}, dx)
 	defer pinFromEnv(b, 0)()
 	deadline := time.Now().Add(30 * time.Second)
 	rounds := (b.N + altBatch - 1) / altBatch
 	times := make([][altModes]float64, rounds)
 	ok := true
-	modes := altDup // the duplex variants only with GOFI_BENCH_ALT_DUPLEX=1
+	modes := altDup // the bare duplex layouts only with GOFI_BENCH_ALT_DUPLEX=1
 	if os.Getenv("GOFI_BENCH_ALT_DUPLEX") == "1" {
 		modes = altModes
 	}
@@ -147,6 +155,9 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] }), "ring4k-ns")
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] / flag(t) }), "ring4k/flag")
 	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altRing4k] / t[altFlag2] }), "ring4k/flag2")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDuplex] }), "duplex-ns")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDuplex] / flag(t) }), "duplex/flag")
+	b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDuplex] / t[altRing4k] }), "duplex/ring4k")
 	if modes == altModes {
 		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDup] }), "dup-ns")
 		b.ReportMetric(med(func(t [altModes]float64) float64 { return t[altDupSlot] }), "dupslot-ns")
@@ -162,8 +173,8 @@ func BenchmarkShmPingPongAlternated(b *testing.B) {
 const (
 	envAltPeerFile = "GOFI_BENCH_PINGPONG_ALT_FILE"
 
-	altFlag, altFlag2, altRing, altRing4k, altFlagB, altDup, altDupSlot, altDupLog, altModes = 0, 1, 2, 3, 4, 5, 6, 7, 8
-	altRings                                                                                 = altRing4k - altRing + 1
+	altFlag, altFlag2, altRing, altRing4k, altFlagB, altDuplex, altDup, altDupSlot, altDupLog, altModes = 0, 1, 2, 3, 4, 5, 6, 7, 8, 9
+	altRings                                                                                            = altRing4k - altRing + 1
 
 	altSmallCap = shm.DefaultMinRingSize
 
@@ -186,11 +197,21 @@ const (
 	altDupW   = altSmallB + altSmallCap*2
 	altDupA   = altDupW + ring.LineSep
 	altDupL   = altDupA + 4096
-	altSize   = altDupL + 4096
+	altDx     = altDupL + 4096
+	altSize   = altDx + altDxSize
+
+	altDxSize = ring.DuplexHeaderSize + 2*(ring.HeaderSize+altSmallCap) // ring.DuplexSize(altSmallCap)
 )
 
 // Compile-time check: each small ring's region holds Size(altSmallCap).
 var _ [altSmallCap*2 - (ring.HeaderSize + altSmallCap)]byte
+
+// altDxSize is DuplexSize(altSmallCap) (checked at run time: not a constant).
+func checkAltDxSize(tb testing.TB) {
+	if n := ring.DuplexSize(altSmallCap); n != altDxSize {
+		tb.Fatalf("DuplexSize(%d) = %d, layout has %d", altSmallCap, n, altDxSize)
+	}
+}
 
 // altSide is one side's state: the shared words, the rings and the
 // sequence numbers each variant has reached.
@@ -198,6 +219,7 @@ type altSide struct {
 	ctrl, flag, f2out, f2in *atomic.Uint64
 	flagB                   *atomic.Uint64          // the flag of altFlagB (flagLoops[1])
 	rings                   [altRings][2]*ring.Ring // per ring variant: initiator -> peer, peer -> initiator
+	dx                      *ring.Duplex            // altDuplex: the initiator's end 0, the peer's end 1
 	seq                     [altModes]uint64
 	buf                     []byte
 	m                       []byte
@@ -205,9 +227,9 @@ type altSide struct {
 
 func (a *altSide) w(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&a.m[off])) }
 
-func newAltSide(m []byte, rings [altRings][2]*ring.Ring) *altSide {
+func newAltSide(m []byte, rings [altRings][2]*ring.Ring, dx *ring.Duplex) *altSide {
 	w := func(off int) *atomic.Uint64 { return (*atomic.Uint64)(unsafe.Pointer(&m[off])) }
-	return &altSide{ctrl: w(altCtrl), flag: w(altFlagW), f2out: w(altF2Out), f2in: w(altF2In), flagB: w(altFlagBW), rings: rings, buf: make([]byte, 64), m: m}
+	return &altSide{ctrl: w(altCtrl), flag: w(altFlagW), f2out: w(altF2Out), f2in: w(altF2In), flagB: w(altFlagBW), rings: rings, dx: dx, buf: make([]byte, 64), m: m}
 }
 
 // run makes n round trips of variant k as the initiator; false if the
@@ -227,6 +249,28 @@ func (a *altSide) run(k, n int, deadline time.Time) bool {
 		var ok bool
 		s, ok = flagLoops[1].run(a.flagB, s, n, deadline)
 		return ok
+	case altDuplex:
+		d := a.dx
+		var msg [8]byte
+		for range n {
+			s++
+			msg[0] = byte(s)
+			for d.TryWrite(1, msg[:]) != nil {
+			}
+			for idle := 0; ; {
+				_, _, err := d.TryRead(a.buf)
+				if err == nil {
+					break
+				}
+				if err != ring.ErrEmpty {
+					return false
+				}
+				if idle++; late(idle) {
+					return false
+				}
+				spinPause(idle)
+			}
+		}
 	case altDup:
 		out, in := a.w(altDupW), a.w(altDupW+32)
 		for range n {
@@ -316,6 +360,27 @@ func (a *altSide) echo(k int, deadline time.Time) bool {
 		return flagLoops[0].echo(a.flag, a.ctrl, c, deadline)
 	case altFlagB:
 		return flagLoops[1].echo(a.flagB, a.ctrl, c, deadline)
+	case altDuplex:
+		d := a.dx
+		for idle := 0; ; {
+			typ, n, err := d.TryRead(a.buf)
+			if err == nil {
+				for d.TryWrite(typ, a.buf[:n]) != nil {
+				}
+				idle = 0
+				continue
+			}
+			if err != ring.ErrEmpty {
+				return false
+			}
+			if a.ctrl.Load() != c {
+				return true
+			}
+			if idle++; late(idle) {
+				return false
+			}
+			spinPause(idle)
+		}
 	case altDup:
 		out, in := a.w(altDupW), a.w(altDupW+32)
 		for idle := 0; ; {
@@ -433,7 +498,11 @@ func TestRingPingPongAltPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := newAltSide(m, [altRings][2]*ring.Ring{{ra, rb}, {sa, sb}})
+	dx, err := ring.AttachDuplex(m[altDx:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := newAltSide(m, [altRings][2]*ring.Ring{{ra, rb}, {sa, sb}}, dx)
 	defer pinFromEnv(t, 1)()
 	deadline := time.Now().Add(ppPeerMax)
 	for idle := 0; ; idle++ {

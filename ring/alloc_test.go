@@ -14,6 +14,7 @@ func TestHotPath_AllocatesNothing(t *testing.T) {
 	dst := make([]byte, 100)
 	b, _ := ring.NewBitmap(alignedBuf(64), 100)
 	idx := make([]int, 0, 100)
+	da, dz := mustDuplex(t, 4096)
 	tests := []struct {
 		name string
 		fn   func()
@@ -39,6 +40,27 @@ func TestHotPath_AllocatesNothing(t *testing.T) {
 					break
 				}
 			}
+		}},
+		{"Duplex TryWrite+TryRead (slot, ring)", func() {
+			da.TryWrite(1, p[:8])
+			dz.TryRead(dst)
+			dz.TryWrite(1, p[:8])
+			da.TryRead(dst)
+			da.TryWrite(1, p)
+			dz.TryRead(dst)
+		}},
+		{"Duplex Reserve+Commit+Publish+Peek+Consume+Release", func() {
+			for _, n := range []int{8, 8, 64} {
+				buf, _ := da.Reserve(n)
+				buf[0] = 1
+				da.Commit(2, n)
+			}
+			da.Publish()
+			for range 3 {
+				dz.Peek()
+				dz.Consume()
+			}
+			dz.Release()
 		}},
 		{"Bitmap Set+Drain", func() {
 			b.Set(3)

@@ -59,3 +59,43 @@ func BenchmarkOneGoroutineReserve24(b *testing.B) {
 		_, _, _ = r.Peek()
 	}
 }
+
+// BenchmarkOneGoroutineDuplexBatch32 is BenchmarkOneGoroutineBatch32
+// through a Duplex (end 0's Reserve, Commit, Publish; end 1's Peek,
+// Consume, Release): the CPU cost a stream pays for the duplex's slot
+// rules. The first record of a run goes through the slot, the rest
+// through the ring (end 1 never sends, so end 0 never learns it has
+// received them).
+func BenchmarkOneGoroutineDuplexBatch32(b *testing.B) {
+	a, z, _ := ring.NewDuplex(1 << 18)
+	src := make([]byte, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		for k := 0; k < 32; k++ {
+			buf, _ := a.Reserve(8)
+			ring.Copy(buf, src)
+			a.Commit(1, 8)
+		}
+		a.Publish()
+		for k := 0; k < 32; k++ {
+			z.Peek()
+			z.Consume()
+		}
+		z.Release()
+	}
+}
+
+// BenchmarkOneGoroutineDuplexPingPong8 is one round trip of an 8-byte
+// record through a Duplex by one goroutine (TryWrite and TryRead each
+// way, through the slots): compare with two BenchmarkOneGoroutineTryWrite8.
+func BenchmarkOneGoroutineDuplexPingPong8(b *testing.B) {
+	a, z, _ := ring.NewDuplex(4096)
+	src, dst := make([]byte, 8), make([]byte, 8)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = a.TryWrite(1, src)
+		_, _, _ = z.TryRead(dst)
+		_ = z.TryWrite(1, dst)
+		_, _, _ = a.TryRead(dst)
+	}
+}

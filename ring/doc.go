@@ -78,6 +78,51 @@
 // TryWrite(type, p). Consumer: Peek() -> use -> Consume() ... Release(), or
 // TryRead(dst). ErrFull and ErrEmpty are the "try again" answers.
 //
+// # Duplex
+//
+// A pair of one-way rings costs a ping-pong two cache lines: each side
+// writes a line the other polls. Where the two CPUs sit close together
+// that is about twice the round trip of a flag word both sides write in
+// turn (one line handed over for writing with each read). A Duplex is the
+// two rings plus a turn line: one 64-byte line in which each end has a
+// 32-byte slot (a stamp, a meta word and SlotPayload bytes of payload).
+// A record of at most SlotPayload bytes goes through the sender's slot
+// when the other end has received every record the sender has sent (so
+// the slot is free and nothing waits in the ring before it); anything
+// else goes through the ring. A ping-pong of small records then moves
+// the one turn line back and forth, like the flag.
+//
+//   - Order: a slot record is written only when everything sent before it
+//     has been received, so at most one slot record is unread, and it
+//     precedes every unread ring record. The receiver counts records
+//     (slot and ring alike) and takes the slot's record when its stamp is
+//     the next count, else the ring's next record. It loads the ring's
+//     header before the stamp: if a ring record sent after a slot record
+//     is visible, so is the slot record (its stamp was stored first).
+//   - Freeing the slot: the meta word carries the low 32 bits of the
+//     count of records its writer had received, and so does an ack word
+//     each end stores (on a line of its own) when it sends through the
+//     ring after receiving everything (so that two ends in the ring's
+//     mode find their way back to the slots, and two streams crossing do
+//     not pass a shared line back and forth). Fewer than 2^32 records
+//     are ever outstanding, so a count equal to the low bits of one's
+//     own sent count means all received, whatever its age.
+//   - A slot is rewritten only after the other end has said it received
+//     the record in it, and that saying is ordered after its reads of the
+//     slot (it reads, then stores its own stamp or ack word; the writer
+//     loads them before rewriting): no byte of a slot is read while it
+//     is written.
+//   - The stamp is a 64-bit sequence number, not a flag to clear: the
+//     receiver never writes the other end's slot, and a stale stamp can
+//     never equal the count expected. A stamp beyond it, a length over
+//     SlotPayload or reserved meta bits set mark the duplex corrupt.
+//
+// Streams through a Duplex go through the rings after their first record
+// (the receiver of a stream sends nothing, so the sender never learns the
+// slot is free), batched with Reserve, Commit and Publish as through a
+// Ring. An end's methods are called by one goroutine at a time (its
+// sends and receives share its counts).
+//
 // The copy path: Copy is copy with a per-size-class dispatch driven by
 // cpuid (CPU, CopyPlan, CopyClasses say what was chosen and why).
 package ring

@@ -34,3 +34,23 @@ const (
 
 // DataOf returns r's data area (tests only).
 func DataOf(r *Ring) []byte { return r.data }
+
+// Offsets of the duplex layout, for corruption tests.
+const (
+	DxOffTurn     = dxOffTurn
+	DxSlotSize    = dxSlotSize
+	DxOffAck0     = dxOffAck0
+	DxOffAck1     = dxOffAck1
+	DxOffVersion  = dxOffVersion
+	DxOffLineSep  = dxOffLineSep
+	DxOffCapacity = dxOffCapacity
+	SlotMetaOff   = slotMeta
+)
+
+// ProducerPos returns the producer's next write position in r (tests
+// only; the producer's goroutine).
+func ProducerPos(r *Ring) uint64 { return r.p.tail }
+
+// DuplexSlotFree reports whether d believes its slot free: the other end
+// said it has received every record d sent (tests only; d's goroutine).
+func DuplexSlotFree(d *Duplex) bool { return d.slotFree() }
