@@ -10,8 +10,9 @@ import (
 
 // Inserting an shm peer's address into an endpoint's AV connects to it
 // then (issue 12: the first message of a short run pays no connection):
-// the ring each way exists before any message, and each endpoint's two
-// spare rings for the first growths.
+// the ring each way exists before any message, each endpoint's two
+// spare rings for the first growths, and the spare the first endpoint
+// made for the second's first growth back.
 func TestAVInsert_ShmConnectsAhead(t *testing.T) {
 	shmTestDir(t)
 	dir := os.Getenv(shm.DirEnv)
@@ -39,7 +40,7 @@ func TestAVInsert_ShmConnectsAhead(t *testing.T) {
 	if _, err := b.av.Insert([][]byte{nameA}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if got := files() - before; got != 6 {
-		t.Errorf("after both inserts %d new files in the shm directory, want a ring each way and two spares each", got)
+	if got := files() - before; got != 7 {
+		t.Errorf("after both inserts %d new files in the shm directory, want a ring each way, two spares each and the return spare", got)
 	}
 }

@@ -19,8 +19,8 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	dir := testDir(t)
 	p := newTPair(t, TransportConfig{})
 	p.a.Prepare(p.ab)
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 4 {
-		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b, the return ring and a's two spares", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 5 {
+		t.Fatalf("after a's Prepare: %d ring files, want a's ring to b, the return ring, a's two spares and the return spare", files)
 	}
 	pa := p.a.peers[p.ab]
 	if pa.out == nil || pa.connSlot < 0 || pa.ret == nil {
@@ -35,14 +35,14 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	if pb.seg.Name() != ret || pb.seg.Owner() {
 		t.Fatalf("b's ring to a is %s (owner %v), want a's return ring %s", pb.seg.Name(), pb.seg.Owner(), ret)
 	}
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
-		t.Fatalf("after both Prepares: %d ring files, want 6 (a ring each way, two spares each)", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 7 {
+		t.Fatalf("after both Prepares: %d ring files, want 7 (a ring each way, two spares each, the return spare)", files)
 	}
 	p.a.Prepare(p.ab) // again: accepts b's request, makes nothing
 	if pa.in == nil || pa.inSeg.Name() != ret || !pa.inSeg.Owner() || pa.ret != nil {
 		t.Fatalf("a's accept of b's request: inbound ring %v, not the return ring %s it made", pa.in != nil, ret)
 	}
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 7 {
 		t.Fatalf("a second Prepare made a file: %d ring files", files)
 	}
 	p.send(transport.KindMsg, seqMsg(1, 8))
@@ -50,8 +50,8 @@ func TestPrepare_ConnectsAheadOfTheFirstMessage(t *testing.T) {
 	p.a, p.b, p.sa, p.sb, p.ab, p.ba = p.b, p.a, p.sb, p.sa, p.ba, p.ab
 	p.send(transport.KindMsg, seqMsg(2, 8))
 	p.until("pong", func() bool { return p.sb.n == 1 })
-	if files, _ := ringFiles(t, dir, p.a, p.b); files != 6 {
-		t.Errorf("after the first round trip: %d ring files, want the 6 prepared", files)
+	if files, _ := ringFiles(t, dir, p.a, p.b); files != 7 {
+		t.Errorf("after the first round trip: %d ring files, want the 7 prepared", files)
 	}
 	if p.a.switches+p.b.switches != 0 {
 		t.Errorf("%d ring switches in an 8-byte round trip", p.a.switches+p.b.switches)
@@ -69,7 +69,7 @@ func TestPrepare_ReturnRingsOfferedAtOnceAreDropped(t *testing.T) {
 		b    func(p *tpair) // b connects to a without accepting a's request
 	}{
 		{"both prepare", func(p *tpair) {
-			if c := p.b.connect(p.b.peers[p.ba], spareSmallCap, true); c != 0 {
+			if c := p.b.connect(p.b.peers[p.ba], spareSmallCap, true, true); c != 0 {
 				t.Fatal(c)
 			}
 			p.b.makeSpare()
@@ -96,8 +96,8 @@ func TestPrepare_ReturnRingsOfferedAtOnceAreDropped(t *testing.T) {
 			}
 			p.wantGot(want)
 			p.until("both accepted", func() bool { return pa.in != nil && pb.in != nil && pa.connSlot < 0 && pb.connSlot < 0 })
-			if pa.ret != nil || pb.ret != nil || pa.offer != "" || pb.offer != "" {
-				t.Errorf("return rings left: a %v b %v, offers a %q b %q", pa.ret != nil, pb.ret != nil, pa.offer, pb.offer)
+			if pa.ret != nil || pb.ret != nil || pa.offer.name != "" || pb.offer.name != "" {
+				t.Errorf("return rings left: a %v b %v, offers a %q b %q", pa.ret != nil, pb.ret != nil, pa.offer.name, pb.offer.name)
 			}
 			if !pa.seg.Owner() || !pb.seg.Owner() || pa.inSeg.Owner() || pb.inSeg.Owner() {
 				t.Error("a side writes to a ring it did not make")
@@ -408,5 +408,46 @@ func TestPrepare_UnusedSpareGoesWhenIdle(t *testing.T) {
 	})
 	if files, n := ringFiles(t, dir, p.a, p.b); files != 2 || n != int64(2*RingSegSize(DefaultMinRingSize)) {
 		t.Errorf("idle prepared pair: %d ring files of %d bytes, want the 2 small rings", files, n)
+	}
+}
+
+// The first growth each way maps no file: the peer that inserted first
+// named its spare in its request (the second maps it at its insert) and
+// made one for the second's growth back (which the second maps as it maps
+// the return ring). A 16 KiB message each way grows both rings into them;
+// the payloads come through whole.
+func TestPrepare_FirstGrowthsMapNothing(t *testing.T) {
+	testDir(t)
+	p := newTPair(t, TransportConfig{ShrinkAfter: time.Hour})
+	p.a.Prepare(p.ab)
+	p.b.Prepare(p.ba)
+	p.a.Prepare(p.ab) // accepts b's request
+	pa, pb := p.a.peers[p.ab], p.b.peers[p.ba]
+	first := pa.seg.Name()
+	if pb.inSpare == nil || pb.inSpare.seg.Name() != SpareRingName(first) || pb.inSpare.seg.Owner() {
+		t.Fatalf("b did not map a's spare %s ahead", SpareRingName(first))
+	}
+	if pb.outSpare == nil || pb.outSpare.seg.Name() != ReturnSpareName(first) || pa.inSpare == nil || pa.inSpare.seg != nil && !pa.inSpare.seg.Owner() {
+		t.Fatalf("b did not take the return spare %s a made", ReturnSpareName(first))
+	}
+	msg := seqMsg(1, 16<<10)
+	p.send(transport.KindMsg, msg)
+	p.until("a's 16 KiB message", func() bool { return p.sb.n == 1 })
+	if pb.inSeg.Name() != SpareRingName(first) || pb.inSpare != nil || pa.seg.Name() != SpareRingName(first) {
+		t.Errorf("a's growth: a writes %s, b reads %s (spare still mapped aside: %v), want both %s",
+			pa.seg.Name(), pb.inSeg.Name(), pb.inSpare != nil, SpareRingName(first))
+	}
+	p.a, p.b, p.sa, p.sb, p.ab, p.ba = p.b, p.a, p.sb, p.sa, p.ba, p.ab
+	back := seqMsg(2, 16<<10)
+	p.send(transport.KindMsg, back)
+	p.until("b's 16 KiB message", func() bool { return p.sb.n == 1 })
+	if pa.inSeg.Name() != ReturnSpareName(first) || !pa.inSeg.Owner() || pa.inSpare != nil || pb.outSpare != nil {
+		t.Errorf("b's growth: a reads %s (ours %v), want the return spare %s", pa.inSeg.Name(), pa.inSeg.Owner(), ReturnSpareName(first))
+	}
+	if !bytes.Equal(p.sb.got[0], back) || !bytes.Equal(p.sa.got[0], msg) {
+		t.Error("a payload changed across the growth")
+	}
+	if pa.inID != pb.outID || pa.inID == 0 {
+		t.Errorf("the ring b writes is numbered %d by b and %d by a", pb.outID, pa.inID)
 	}
 }

@@ -236,9 +236,14 @@ const (
 //	40  ring size u64
 //	48  sender's pid namespace u64 (the inode of /proc/self/ns/pid; 0
 //	    unknown): a receiver reads the sender's memory only within one
-//	56  return ring size u64 (v8; 0: none): the sender also made a ring
+//	56  return ring size u32 (v8; 0: none): the sender also made a ring
 //	    for the receiver to write back to it, named ReturnRingName(ring
 //	    name) (see ConnRequest.ReturnSize)
+//	60  spare sizes u16 + u16, in 4 KiB units (v8; 0: none): the
+//	    sender's spare ring for its next growth to the receiver, named
+//	    SpareRingName(ring name), and one it made for the receiver's next
+//	    growth back, named ReturnSpareName(ring name) (see
+//	    ConnRequest.SpareSize)
 //	64  sender name [64]
 //	128 ring name [64]
 const (
@@ -253,6 +258,7 @@ const (
 	cRingSize = 40
 	cPidNS    = 48
 	cRetSize  = 56
+	cSpares   = 60
 	cSName    = 64
 	cRName    = 128
 )
@@ -272,7 +278,42 @@ type ConnRequest struct {
 	// and announce it as its own ring in its request to the sender, so
 	// that the sender's accept maps nothing (issue 12: first use).
 	ReturnSize int
-	word       uint64 // state word seen by Read; Accept/Reject CAS on it
+	// SpareSize, when not 0, names the sender's spare ring segment of that
+	// size (SpareRingName(RingName)), which its next ring to the receiver
+	// will be: the receiver may map it ahead, so that following the
+	// growth maps nothing. ReturnSpareSize offers, as ReturnSize does, a
+	// spare the sender made for the receiver's next ring back
+	// (ReturnSpareName(RingName)). Both are multiples of spareUnit, at
+	// most maxSpare.
+	SpareSize, ReturnSpareSize int
+	word                       uint64 // state word seen by Read; Accept/Reject CAS on it
+}
+
+// spareUnit and maxSpare: the unit and bound of the spare sizes a
+// connection slot carries (16 bits each).
+const (
+	spareUnit = 4 << 10
+	maxSpare  = 0xffff * spareUnit
+)
+
+// The suffixes of the spare rings a request names (SpareRingName,
+// ReturnSpareName).
+const (
+	spareSuffix    = ".s"
+	retSpareSuffix = ".t"
+)
+
+// SpareRingName and ReturnSpareName are the names of the spares a
+// request announces (ConnRequest.SpareSize, ReturnSpareSize).
+func SpareRingName(ring string) string   { return ring + spareSuffix }
+func ReturnSpareName(ring string) string { return ring + retSpareSuffix }
+
+// checkSpare checks a spare size for a connection slot.
+func checkSpare(n int) error {
+	if n < 0 || n > maxSpare || n%spareUnit != 0 {
+		return fmt.Errorf("%w: spare ring size %d", ErrSize, n)
+	}
+	return nil
 }
 
 // returnSuffix makes a return ring's name from its request's ring name.
@@ -342,8 +383,11 @@ func (q *ConnQueue) post(req ConnRequest) (int, error) {
 	if req.ReturnSize < 0 || req.ReturnSize > MaxSegmentSize {
 		return -1, fmt.Errorf("%w: post return ring size %d", ErrSize, req.ReturnSize)
 	}
-	if req.ReturnSize > 0 {
-		if err := ValidName(ReturnRingName(req.RingName)); err != nil {
+	if err := errors.Join(checkSpare(req.SpareSize), checkSpare(req.ReturnSpareSize)); err != nil {
+		return -1, fmt.Errorf("shm: post: %w", err)
+	}
+	if req.ReturnSize > 0 || req.SpareSize > 0 || req.ReturnSpareSize > 0 {
+		if err := ValidName(ReturnRingName(req.RingName)); err != nil { // the suffixes are as long
 			return -1, fmt.Errorf("shm: post return ring: %w", err)
 		}
 	}
@@ -369,7 +413,9 @@ func (q *ConnQueue) post(req ConnRequest) (int, error) {
 		ne.PutUint64(s[cCookie:], req.Cookie)
 		ne.PutUint64(s[cRingSize:], uint64(req.RingSize))
 		ne.PutUint64(s[cPidNS:], PidNS())
-		ne.PutUint64(s[cRetSize:], uint64(req.ReturnSize))
+		ne.PutUint32(s[cRetSize:], uint32(req.ReturnSize))
+		ne.PutUint16(s[cSpares:], uint16(req.SpareSize/spareUnit))
+		ne.PutUint16(s[cSpares+2:], uint16(req.ReturnSpareSize/spareUnit))
 		putName(s[cSName:], req.SenderName)
 		putName(s[cRName:], req.RingName)
 		w.Store(claimed&^0xff | ConnPosted)
@@ -481,7 +527,7 @@ func (q *ConnQueue) Read(i int) (ConnRequest, error) {
 	req := ConnRequest{Slot: i, word: w}
 	pid := ne.Uint32(s[cPID:])
 	sl, rl := ne.Uint32(s[cSNameLen:]), ne.Uint32(s[cRNameLen:])
-	size, ret := ne.Uint64(s[cRingSize:]), ne.Uint64(s[cRetSize:])
+	size, ret := ne.Uint64(s[cRingSize:]), uint64(ne.Uint32(s[cRetSize:]))
 	if pid == 0 || pid > 1<<31-1 || int(pid) != pidOf(w) || sl == 0 || sl > MaxNameLen || rl == 0 || rl > MaxNameLen ||
 		size == 0 || size > MaxSegmentSize || ret > MaxSegmentSize {
 		return ConnRequest{Slot: i, word: w}, fmt.Errorf("%w: connection slot %d: pid %d names %d/%d ring size %d",
@@ -489,6 +535,8 @@ func (q *ConnQueue) Read(i int) (ConnRequest, error) {
 	}
 	req.SenderPID, req.RingSize, req.Cookie = int(pid), int(size), ne.Uint64(s[cCookie:])
 	req.PidNS, req.ReturnSize = ne.Uint64(s[cPidNS:]), int(ret)
+	req.SpareSize = int(ne.Uint16(s[cSpares:])) * spareUnit
+	req.ReturnSpareSize = int(ne.Uint16(s[cSpares+2:])) * spareUnit
 	req.SenderName = string(s[cSName : cSName+sl])
 	req.RingName = string(s[cRName : cRName+rl])
 	if err := ValidName(req.SenderName); err != nil {
@@ -497,7 +545,7 @@ func (q *ConnQueue) Read(i int) (ConnRequest, error) {
 	if err := ValidName(req.RingName); err != nil {
 		return req, fmt.Errorf("%w: connection slot %d ring: %v", ErrCorrupt, i, err)
 	}
-	if ret > 0 && len(req.RingName)+len(returnSuffix) > MaxNameLen {
+	if (ret > 0 || req.SpareSize > 0 || req.ReturnSpareSize > 0) && len(req.RingName)+len(returnSuffix) > MaxNameLen {
 		return req, fmt.Errorf("%w: connection slot %d offers a return ring to a name of %d bytes", ErrCorrupt, i, len(req.RingName))
 	}
 	if q.word(i).Load() != w {

@@ -134,7 +134,7 @@ func TestConnQueue_PostReadAcceptReplyRelease(t *testing.T) {
 	q := r.ConnQueue()
 	seq0 := q.Seq()
 	req := ConnRequest{SenderPID: os.Getpid(), SenderName: NewName(), RingName: NewName(), RingSize: 1 << 20, Cookie: 77,
-		ReturnSize: 20 << 10}
+		ReturnSize: 20 << 10, SpareSize: 132 << 10, ReturnSpareSize: maxSpare}
 	slot, err := q.Post(req)
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +261,8 @@ func TestConnQueue_PostRefusesBadRequests(t *testing.T) {
 		func(c *ConnRequest) { c.RingSize = MaxSegmentSize + 1 },
 		func(c *ConnRequest) { c.ReturnSize = -1 },
 		func(c *ConnRequest) { c.ReturnSize = MaxSegmentSize + 1 },
+		func(c *ConnRequest) { c.SpareSize = spareUnit + 1 },
+		func(c *ConnRequest) { c.ReturnSpareSize = maxSpare + spareUnit },
 		func(c *ConnRequest) {
 			c.RingName, c.ReturnSize = c.RingName+strings.Repeat("x", MaxNameLen-len(c.RingName)), 4096
 		},
@@ -287,7 +289,7 @@ func TestConnQueue_ReadRefusesCorruptSlots(t *testing.T) {
 		{"zero ring name length", func(s []byte) { ne.PutUint32(s[cRNameLen:], 0) }},
 		{"pid differing from the claimant", func(s []byte) { ne.PutUint32(s[cPID:], 1) }},
 		{"ring size over the limit", func(s []byte) { ne.PutUint64(s[cRingSize:], 1<<40) }},
-		{"return ring size over the limit", func(s []byte) { ne.PutUint64(s[cRetSize:], 1<<40) }},
+		{"return ring size over the limit", func(s []byte) { ne.PutUint32(s[cRetSize:], 1<<31) }},
 		{"name with a slash", func(s []byte) { s[cRName+len(Prefix())] = '/' }},
 	} {
 		s, err := q.Post(ConnRequest{SenderPID: os.Getpid(), SenderName: NewName(), RingName: NewName(), RingSize: 4096})
@@ -485,7 +487,9 @@ func FuzzSlots(f *testing.F) {
 		if req, err := q.Read(0); err == nil {
 			if ValidName(req.SenderName) != nil || ValidName(req.RingName) != nil || req.SenderPID <= 0 ||
 				req.RingSize <= 0 || req.RingSize > MaxSegmentSize || req.ReturnSize < 0 || req.ReturnSize > MaxSegmentSize ||
-				req.ReturnSize > 0 && ValidName(ReturnRingName(req.RingName)) != nil {
+				req.ReturnSize > 0 && ValidName(ReturnRingName(req.RingName)) != nil ||
+				req.SpareSize%spareUnit != 0 || req.ReturnSpareSize > maxSpare ||
+				req.SpareSize > 0 && ValidName(SpareRingName(req.RingName)) != nil {
 				t.Fatalf("accepted %+v", req)
 			}
 		} else if !errors.Is(err, ErrCorrupt) {

@@ -78,6 +78,7 @@ import (
 //	recSwitch: segment size u64, name length u32, pad u32, name
 //	recCTW:   cookie u64, offset u64, length u64, address u64 (split.go)
 //	recWDone: cookie u64, status u32 (0 written, 1 not)
+//	recDropSpare: (empty)
 //
 //	msgHdr:   kind u8, flags u8, pad u16, group u32, tag u64, data u64, len u64
 //	eagerHdr: kind u8, flags u8, hasData u8 (0 or 1), hasLen u8 (0 or
@@ -104,6 +105,9 @@ const (
 	// recCTW and recWDone: a split single copy (split.go).
 	recCTW   uint16 = 7
 	recWDone uint16 = 8
+	// recDropSpare: the sender will not switch to the return spare the
+	// receiver made for it (connect): the receiver may close it.
+	recDropSpare uint16 = 9
 )
 
 const (
@@ -379,10 +383,21 @@ type peer struct {
 	// in our connection request (ConnRequest.ReturnSize), until p's own
 	// request names it (accept then maps nothing) or another ring
 	ret *ringSeg
-	// offer, offerSize: the return ring p offered us in its request,
-	// which our connect maps as our ring to p instead of making one
-	offer     string
-	offerSize int
+	// offer: the return ring p offered us in its request, which our
+	// connect maps as our ring to p instead of making one; spareOffer:
+	// the spare p named for its next ring to us, which that connect maps
+	// ahead (inSpare); retSpareOffer: the spare p made for our next ring
+	// to it, which that connect maps (outSpare)
+	offer, spareOffer, retSpareOffer ringOffer
+	// inSpare: a ring segment p's next ring to us may be, mapped ahead
+	// (switchIn then maps nothing): p's spare it named (mapped at
+	// inSpareAt; unmapped by tick when unused) or the return spare we
+	// made (ours, closed when p says it will not use it: recDropSpare)
+	inSpare   *ringSeg
+	inSpareAt time.Time
+	// outSpare: the spare p made for our next ring to it (replace),
+	// until we use it or tell p we will not (recDropSpare)
+	outSpare *ringSeg
 
 	// inbound: their ring to us
 	inSeg  *Segment
@@ -421,6 +436,13 @@ type peer struct {
 	rts       map[uint64]*rts // announced rendezvous messages not yet fetched
 
 	rma *rmaPeer // one-sided operations to the peer (rma.go), once used
+}
+
+// ringOffer is a ring segment a peer's connection request named for us
+// to map.
+type ringOffer struct {
+	name string
+	size int
 }
 
 // held is a rendezvous send waiting for the receiver.
@@ -714,9 +736,13 @@ func (t *Transport) failed(err error, c transport.Code) transport.Code {
 // make. With ret set it also makes a ring of capacity c for the receiver
 // to write back to us and offers it in the request (Prepare: the peer
 // that inserts second then maps both rings at its own insert, and our
-// first poll accepts its ring without opening or mapping a file). When it
+// first poll accepts its ring without opening or mapping a file), and
+// with spares too the spares of the first growths each way (our spare
+// named in the request, which the receiver maps ahead, and one for the
+// receiver's growth back, which it takes as it takes the return ring):
+// the first messages that grow a ring then map no file either. When it
 // fails nothing of the connection is left: no file, no mapping.
-func (t *Transport) connect(p *peer, c int, ret bool) transport.Code {
+func (t *Transport) connect(p *peer, c int, ret, spares bool) transport.Code {
 	if p.region == nil {
 		r, err := OpenRegion(p.name)
 		if err != nil {
@@ -746,33 +772,63 @@ func (t *Transport) connect(p *peer, c int, ret bool) transport.Code {
 	if !r.ConnQueue().HasFree() {
 		return transport.EAgain
 	}
+	offers := [...]ringOffer{p.offer, p.spareOffer, p.retSpareOffer}
+	p.offer, p.spareOffer, p.retSpareOffer = ringOffer{}, ringOffer{}, ringOffer{}
 	var rs *ringSeg
-	offer, offerSize := p.offer, p.offerSize
-	if offer != "" && offerSize <= RingSegSize(t.cfg.RingSize) {
+	if o := offers[0]; o.name != "" && o.size <= RingSegSize(t.cfg.RingSize) {
 		// A ring that cannot be mapped (its maker gone, or not a ring of
 		// the size announced) is no error: we make our own.
-		rs, _ = adoptRingSeg(offer, offerSize)
+		rs, _ = adoptRingSeg(o.name, o.size)
 	}
-	p.offer, p.offerSize = "", 0
+	adopted := rs != nil
 	if rs == nil {
 		var err error
 		if rs, err = createRingSeg(c); err != nil {
 			return t.failed(fmt.Errorf("connect to %s: %w", p.name, err), transport.EIO)
 		}
-		offer = ""
 	}
-	req := ConnRequest{SenderPID: os.Getpid(), SenderName: t.name, RingName: rs.seg.Name(), RingSize: rs.seg.Size()}
-	if ret && offer == "" && p.in == nil && p.ret == nil {
-		if rr, err := createRingSegNamed(ReturnRingName(req.RingName), c); err == nil {
+	name := rs.seg.Name()
+	req := ConnRequest{SenderPID: os.Getpid(), SenderName: t.name, RingName: name, RingSize: rs.seg.Size()}
+	switch {
+	case adopted:
+		// The receiver's spares, when it named any: its next ring to us,
+		// mapped now, and the one it made for our next ring to it.
+		if o := offers[1]; o.name != "" && p.inSpare == nil {
+			if sp, err := openRingSeg(o.name, o.size); err == nil {
+				p.inSpare, p.inSpareAt = sp, time.Now()
+			}
+		}
+		if o := offers[2]; o.name != "" && p.outSpare == nil && o.size <= RingSegSize(t.cfg.RingSize) {
+			p.outSpare, _ = adoptRingSeg(o.name, o.size)
+		}
+	case ret && p.in == nil && p.ret == nil:
+		if rr, err := createRingSegNamed(ReturnRingName(name), c); err == nil {
 			p.ret, req.ReturnSize = rr, rr.seg.Size()
+		}
+		if !spares || p.ret == nil || spareCap > t.cfg.RingSize || t.crowded() {
+			break
+		}
+		// The spares of the first growths, named so that the receiver
+		// maps them at its own insert: our spare (the endpoint's, made
+		// here rather than by makeSpare) and one for its growth back.
+		if t.spare == nil {
+			if sp, err := createRingSegNamed(SpareRingName(name), spareCap); err == nil {
+				t.spare, t.sendsSeen, req.SpareSize = sp, time.Now(), sp.seg.Size()
+			}
+		}
+		if p.inSpare == nil {
+			if sp, err := createRingSegNamed(ReturnSpareName(name), spareCap); err == nil {
+				p.inSpare, req.ReturnSpareSize = sp, sp.seg.Size()
+			}
 		}
 	}
 	slot, err := r.ConnQueue().Post(req)
 	if err != nil {
 		_ = rs.seg.Close()
 		t.closeRet(p)
-		if offer != "" {
-			p.offer, p.offerSize = offer, offerSize // still ours to take
+		t.closePeerSpares(p)
+		if adopted {
+			p.offer, p.spareOffer, p.retSpareOffer = offers[0], offers[1], offers[2] // still ours to take
 		}
 		if errors.Is(err, ErrQueueFull) {
 			return transport.EAgain
@@ -786,6 +842,16 @@ func (t *Transport) connect(p *peer, c int, ret bool) transport.Code {
 	p.active = p.since
 	t.markBusy(p)
 	return 0
+}
+
+// closePeerSpares closes p's spares (inSpare, outSpare).
+func (t *Transport) closePeerSpares(p *peer) {
+	for _, sp := range [...]**ringSeg{&p.inSpare, &p.outSpare} {
+		if *sp != nil {
+			_ = (*sp).seg.Close()
+			*sp = nil
+		}
+	}
 }
 
 // closeRet closes the return ring we made for p, if any (the owner's
@@ -891,7 +957,7 @@ func (t *Transport) Prepare(pi transport.Peer) {
 		c = max(c, spareSmallCap)
 	}
 	last := t.lastErr.Load()
-	if c := t.connect(p, c, true); c != 0 {
+	if c := t.connect(p, c, true, out == 0); c != 0 {
 		t.lastErr.Store(last) // a hint failed: nothing to report
 		return
 	}
@@ -928,13 +994,24 @@ func (t *Transport) takeSpare(c, was int) *ringSeg {
 	return nil
 }
 
+// takeOutSpare returns p's outSpare when it covers a growth to capacity
+// c (as takeSpare), and forgets it; else nil.
+func (p *peer) takeOutSpare(c int) *ringSeg {
+	sp, was := p.outSpare, p.out.Cap()
+	if sp == nil || c <= was || c > sp.r.Cap() {
+		return nil
+	}
+	p.outSpare = nil
+	return sp
+}
+
 // ready makes sure the outbound side to p exists.
 func (t *Transport) ready(p *peer) transport.Code {
 	if p.dead || p.failSend {
 		return p.errCode()
 	}
 	if p.out == nil {
-		if c := t.connect(p, t.cfg.MinRingSize, false); c != 0 {
+		if c := t.connect(p, t.cfg.MinRingSize, false, false); c != 0 {
 			return c
 		}
 	}
@@ -1587,7 +1664,10 @@ func (t *Transport) replace(p *peer, c int, check bool) error {
 	// A growth a spare covers: no file made now (its space was taken
 	// when it was made). A failure below leaves the reservation to be
 	// dropped by the next one.
-	rs := t.takeSpare(c, p.out.Cap())
+	rs := p.takeOutSpare(c)
+	if rs == nil {
+		rs = t.takeSpare(c, p.out.Cap())
+	}
 	if rs == nil {
 		size := RingSegSize(c)
 		if check {
@@ -2149,7 +2229,13 @@ func (t *Transport) accept() {
 		}
 		if req.ReturnSize > 0 && p.out == nil && p.ret == nil {
 			// Mapped by our connect (Prepare's, or the first send's).
-			p.offer, p.offerSize = ReturnRingName(req.RingName), req.ReturnSize
+			p.offer = ringOffer{ReturnRingName(req.RingName), req.ReturnSize}
+			if req.SpareSize > 0 {
+				p.spareOffer = ringOffer{SpareRingName(req.RingName), req.SpareSize}
+			}
+			if req.ReturnSpareSize > 0 {
+				p.retSpareOffer = ringOffer{ReturnSpareName(req.RingName), req.ReturnSpareSize}
+			}
 		}
 		p.gen++
 		if err := t.region.Peers().Set(slot, PeerInfo{PID: req.SenderPID, Gen: p.gen, SenderName: req.SenderName, RingName: req.RingName}); err != nil {
@@ -2211,9 +2297,14 @@ func (t *Transport) takeRet(req ConnRequest) *ringSeg {
 // closes it after ShrinkAfter, off the first round trips, which such an
 // accept (both sides inserted at once) falls in.
 func (t *Transport) dropRet(p *peer) {
-	if p.ret != nil {
-		t.retStale = append(t.retStale, staleRet{p.ret, time.Now()})
-		p.ret = nil
+	if p.ret == nil {
+		return
+	}
+	t.retStale = append(t.retStale, staleRet{p.ret, time.Now()})
+	p.ret = nil
+	if p.inSpare != nil && p.inSpare.seg.Owner() { // the return spare went with it
+		t.retStale = append(t.retStale, staleRet{p.inSpare, time.Now()})
+		p.inSpare = nil
 	}
 }
 
@@ -2447,6 +2538,25 @@ func (p *peer) inAlive() (bool, error) {
 	return seg.Alive()
 }
 
+// takeInSpare returns p's inSpare when it is the ring segment name of
+// size bytes, and forgets it; else nil. A spare of ours (the return
+// spare) carries the id its writer numbered it by when it took it
+// (adoptRingSeg).
+func (p *peer) takeInSpare(name string, size int) *ringSeg {
+	sp := p.inSpare
+	if sp == nil || sp.seg.Name() != name || sp.seg.Size() != size {
+		return nil
+	}
+	p.inSpare = nil
+	if sp.seg.Owner() {
+		if gerr := Guard(func() { sp.id = word32(sp.seg.Bytes(), trailerOff(sp.r.Cap())+4).Load() }); gerr != nil {
+			_ = sp.seg.Close()
+			return nil
+		}
+	}
+	return sp
+}
+
 // switchIn follows a recSwitch record b in p's inbound ring.
 func (t *Transport) switchIn(p *peer, b []byte) error {
 	if len(b) < 16 {
@@ -2462,7 +2572,11 @@ func (t *Transport) switchIn(p *peer, b []byte) error {
 		return ErrCorrupt
 	}
 	p.switchIns++
-	rs, err := openRingSeg(name, int(size))
+	rs := p.takeInSpare(name, int(size))
+	var err error
+	if rs == nil {
+		rs, err = openRingSeg(name, int(size))
+	}
 	if err != nil {
 		if alive, aerr := p.inAlive(); aerr == nil && !alive {
 			return fmt.Errorf("%w: sender died switching rings: %v", ErrPeerGone, err)
@@ -2645,6 +2759,14 @@ func (t *Transport) drainRing(p *peer, s transport.Sink) (bool, error) {
 			// one back (the sender closes it once it sees it read) and
 			// go on there at the next visit.
 			return true, t.switchIn(p, b)
+		case recDropSpare:
+			if len(b) != 0 {
+				return did, ErrCorrupt
+			}
+			if sp := p.inSpare; sp != nil && sp.seg.Owner() {
+				_ = sp.seg.Close()
+				p.inSpare = nil
+			}
 		default:
 			return did, ErrCorrupt
 		}
@@ -2727,6 +2849,10 @@ func (t *Transport) tick() {
 	t.lastTick = now
 	busy := false
 	for _, p := range t.peers {
+		if sp := p.inSpare; sp != nil && !sp.seg.Owner() && now.Sub(p.inSpareAt) >= 2*t.cfg.ShrinkAfter {
+			_ = sp.seg.Close() // the peer's spare, not taken yet: it may never be
+			p.inSpare = nil
+		}
 		if p.out == nil || p.dead {
 			continue
 		}
@@ -2753,6 +2879,14 @@ func (t *Transport) tick() {
 			p.seenSends, p.active = p.sends, now
 			busy = true
 			continue
+		}
+		// The return spare the receiver made for us goes when we send
+		// nothing for ShrinkAfter, as an unused spare of ours does: we
+		// tell the receiver, which owns it, and switch to it no more.
+		if p.outSpare != nil && now.Sub(p.active) >= t.cfg.ShrinkAfter && p.out.TryWrite(recDropSpare, nil) == nil {
+			_ = p.outSpare.seg.Close()
+			p.outSpare = nil
+			t.kick(p)
 		}
 		if p.out.Cap() > t.cfg.MinRingSize && now.Sub(p.active) >= t.cfg.ShrinkAfter &&
 			len(p.ctrl) == 0 && len(p.streams) == 0 && p.out.Free() == p.out.Cap()-ring.RecordHeader {
@@ -2849,7 +2983,8 @@ func (t *Transport) closeOut(p *peer) {
 		_ = p.oldSeg.Close()
 	}
 	t.closeRet(p)
-	p.offer, p.offerSize = "", 0
+	t.closePeerSpares(p)
+	p.offer, p.spareOffer, p.retSpareOffer = ringOffer{}, ringOffer{}, ringOffer{}
 	if p.region != nil {
 		_ = p.region.Close()
 	}
