@@ -118,5 +118,9 @@
 // (the same socket brings the answers to its own requests: two peers
 // reading each other would wait for each other). A peer with more than
 // twice that of answers unread is disconnected (rma.go, "Flow control of
-// RMA answers").
+// RMA answers"). One within it that stops reading (stopped in a
+// debugger, or hostile) holds its queued answers, at most twice the
+// window, as long as its connection lives: until it reads or closes, or
+// Config.UserTimeout, when set, gives it up (the kernel counts a receive
+// window shut that long as bytes not taken), which frees them.
 package net

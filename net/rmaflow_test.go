@@ -18,7 +18,13 @@ import (
 // read and write) filled with a pattern.
 func rmaFlowTarget(t *testing.T, size int, seed byte) (*Transport, []byte) {
 	t.Helper()
-	b := listen(t, Config{})
+	return rmaFlowTargetCfg(t, Config{}, size, seed)
+}
+
+// rmaFlowTargetCfg is rmaFlowTarget listening with cfg.
+func rmaFlowTargetCfg(t *testing.T, cfg Config, size int, seed byte) (*Transport, []byte) {
+	t.Helper()
+	b := listen(t, cfg)
 	tsize, _ := rma.Size(4, 4)
 	tab, err := rma.NewTable(make([]byte, tsize), 4, 4, "")
 	if err != nil {
@@ -366,6 +372,27 @@ func TestRMAFlow_PeerNotReading(t *testing.T) {
 			t.Fatalf("peer down: %v", bs.downs)
 		}
 	})
+}
+
+// A peer that keeps to its answer window but never reads (stopped, or
+// hostile) holds the target's queued answers, at most rmaQueueMax, for
+// as long as its connection lives: until Config.UserTimeout, when set,
+// ends it (the kernel counts a receive window that stays shut as bytes
+// not taken), which fails the peer and frees them.
+func TestRMAFlow_UserTimeoutEndsAPeerThatNeverReads(t *testing.T) {
+	b, _ := rmaFlowTargetCfg(t, Config{UserTimeout: time.Second}, 16<<20, 3)
+	bs := newSink()
+	c := rawRMAPeer(t, b)
+	const size = 4 << 20
+	n := rmaAnswerWindow / (size + hdrSize)
+	if _, err := c.Write(readRequests(n, size, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "answers queued", func() bool { return b.answersQueued() > 0 }, b, bs)
+	pollUntil(t, "the target gives the peer up", func() bool { return len(bs.downs) > 0 }, b, bs)
+	if q := b.answersQueued(); q != 0 {
+		t.Fatalf("%d bytes of answers still queued after the peer was given up", q)
+	}
 }
 
 // answersQueued is the RMA answer bytes waiting in the transport's send
