@@ -78,7 +78,10 @@ func netPingpong(size, iters int, timeout time.Duration, stderr io.Writer) (meas
 	var m measure
 	err := runPlans("", 0, timeout, []*plan{p}, stderr, func(p *plan, r sizeResult) {
 		res := r.result(p)
-		m = measure{usec: res.Usec, mbps: 2 * float64(size) / res.Usec}
+		// res.Usec is half a round trip, one transfer of size bytes: the
+		// same MB/s as fi_pingpong's and gofi's rows (bytes moved both
+		// ways over the whole run).
+		m = measure{usec: res.Usec, mbps: float64(size) / res.Usec}
 	}, nil)
 	return m, err
 }
