@@ -21,7 +21,8 @@ import (
 // polling thread makes itself (probeCPUs, from lookPlace) when the last
 // one is of another pair or older than distEvery: it pins itself to its
 // CPU and bounces one cache line with the responder, a thread the
-// process keeps for it (started with the first same-host peer), pinned
+// process keeps for it (started by the first Listen, see own.go's "The
+// loop needs a P"; addLocal's start is then a no-op), pinned
 // to the other CPU (probeWarm round trips, then probeBatches batches of
 // probePer, timed per batch; the median batch counts, as in
 // internal/placement's Probe); both restore their masks. A probe takes
@@ -107,7 +108,8 @@ type flagWord struct {
 	_ [56]byte
 }
 
-// run starts the responder once (with the first same-host peer).
+// run starts the responder once (at the first Listen; addLocal's call,
+// at the first same-host peer, finds it started).
 func (pt *probeThreads) run() {
 	pt.start.Do(func() {
 		pt.ran.Store(true)
