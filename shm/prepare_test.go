@@ -451,3 +451,109 @@ func TestPrepare_FirstGrowthsMapNothing(t *testing.T) {
 		t.Errorf("the ring b writes is numbered %d by b and %d by a", pb.outID, pa.inID)
 	}
 }
+
+// A peer that goes away in the middle of the return-ring set-up leaves
+// errors, not hangs, and no file: the writer that took our return ring
+// and posted its request closes before we accept it (its Close lingers
+// for the accept; what it wrote is delivered from the file we own, and
+// it is then found gone through its region), or the endpoint that offered a
+// return ring closes before the peer's connect maps it (the peer's first
+// send fails as a send to a closed endpoint does).
+func TestPrepare_PeerGoneMidSetup(t *testing.T) {
+	h := transport.Header{Kind: transport.KindMsg, Len: 8}
+	t.Run("writer closes before its request is accepted", func(t *testing.T) {
+		dir := testDir(t)
+		p := newTPair(t, TransportConfig{ShrinkAfter: 20 * time.Millisecond, PeerTimeout: 10 * time.Millisecond})
+		p.a.Prepare(p.ab) // a's ring to b and a return ring
+		p.b.Prepare(p.ba) // b maps the return ring as its ring to a and posts its request
+		pb := p.b.peers[p.ba]
+		if pb.seg == nil || pb.seg.Owner() {
+			t.Fatal("b's ring to a is not a's return ring")
+		}
+		if done, c := p.b.Send(p.ba, &h, [][]byte{seqMsg(7, 8)}, 1); !done || c != 0 {
+			t.Fatalf("b's send: done %v code %d", done, c)
+		}
+		// b's Close lingers (lingerMax) for a to accept the request of a
+		// ring that holds a completed send: a polls meanwhile, as its own
+		// process would.
+		pa := p.a.peers[p.ab]
+		deadline := time.Now().Add(20 * time.Second)
+		stop, polled := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(polled)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					p.a.Poll(p.sa)
+				}
+			}
+		}()
+		_ = p.b.Close()
+		close(stop)
+		<-polled
+		for p.sa.n == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("b's message, written before it closed, never arrived")
+			}
+			p.a.Poll(p.sa)
+		}
+		if !bytes.Equal(p.sa.got[0], seqMsg(7, 8)) || pa.inSeg == nil || !pa.inSeg.Owner() {
+			t.Fatalf("got %x; want b's message through a's own return ring", p.sa.got[0])
+		}
+		if done, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); !done || c != 0 {
+			t.Fatalf("eager send to the closed peer: done %v code %d, want sent into the ring", done, c)
+		}
+		for len(p.sa.errs) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the closed peer was never found gone")
+			}
+			p.a.Poll(p.sa)
+			time.Sleep(50 * time.Microsecond)
+		}
+		if p.sa.errs[0] != transport.EConnReset {
+			t.Errorf("peer down with code %d, want EConnReset", p.sa.errs[0])
+		}
+		_ = p.a.Close()
+		if files, _ := ringFiles(t, dir); files != 0 {
+			t.Errorf("%d files left after both closed", files)
+		}
+	})
+	t.Run("offerer closes before the peer maps its return ring", func(t *testing.T) {
+		dir := testDir(t)
+		p := newTPair(t, TransportConfig{ShrinkAfter: 20 * time.Millisecond, PeerTimeout: 10 * time.Millisecond})
+		p.a.Prepare(p.ab)
+		deadline := time.Now().Add(20 * time.Second)
+		pb := p.b.peers[p.ba]
+		for pb.in == nil { // b accepts a's request (and notes the offer) without connecting
+			if time.Now().After(deadline) {
+				t.Fatal("b never accepted a's request")
+			}
+			p.b.Poll(p.sb)
+		}
+		if pb.offer.name == "" {
+			t.Fatal("b's accept noted no return ring")
+		}
+		_ = p.a.Close()
+		p.b.Prepare(p.ba) // a hint: fails quietly
+		if pb.seg != nil || pb.out != nil || pb.inSpare != nil || pb.outSpare != nil {
+			t.Fatalf("b's Prepare to the closed a mapped something: out %v, spares %v %v", pb.out != nil, pb.inSpare != nil, pb.outSpare != nil)
+		}
+		done, c := p.b.Send(p.ba, &h, [][]byte{make([]byte, 8)}, 1)
+		for c == 0 && !done {
+			if time.Now().After(deadline) {
+				t.Fatal("b's send to the closed a neither failed nor completed")
+			}
+			p.b.Poll(p.sb)
+			done, c = p.b.Send(p.ba, &h, [][]byte{make([]byte, 8)}, 1)
+		}
+		if c == 0 {
+			t.Fatalf("b's send to the closed a: done %v code 0, want an error", done)
+		}
+		_ = p.b.Close()
+		if files, _ := ringFiles(t, dir); files != 0 {
+			t.Errorf("%d files left after both closed", files)
+		}
+	})
+}
