@@ -130,7 +130,7 @@ func (c *ctrl) readFull(b []byte) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		return fmt.Errorf("%w: control channel silent for %v", errPeerUnreachable, c.timeout)
+		return fmt.Errorf("%w: control channel silent for %v%s", errPeerUnreachable, c.timeout, rtNote())
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, syscall.ECONNRESET):
 		return fmt.Errorf("%w: control connection closed by the peer", errPeerUnreachable)
 	}

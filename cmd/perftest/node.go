@@ -277,7 +277,7 @@ func (n *node) wait(cq *fi.CQ, want int) error {
 			if deadline.IsZero() {
 				deadline = now.Add(n.timeout)
 			} else if now.After(deadline) {
-				return fmt.Errorf("%w: %w after %v", errPeerUnreachable, errTimeout, n.timeout)
+				return fmt.Errorf("%w: %w after %v%s", errPeerUnreachable, errTimeout, n.timeout, rtNote())
 			}
 		}
 	}
@@ -304,7 +304,7 @@ func (n *node) sreadWait(cq *fi.CQ, want int) error {
 				return perr
 			}
 			if !deadline.IsZero() && time.Now().After(deadline) {
-				return fmt.Errorf("%w: %w after %v", errPeerUnreachable, errTimeout, n.timeout)
+				return fmt.Errorf("%w: %w after %v%s", errPeerUnreachable, errTimeout, n.timeout, rtNote())
 			}
 		case errors.Is(err, fi.ErrAvail):
 			e, rerr := cq.ReadErr()
@@ -376,7 +376,7 @@ func (n *node) post(buf []byte, inject bool) (reaped int, err error) {
 			if deadline.IsZero() {
 				deadline = now.Add(n.timeout)
 			} else if now.After(deadline) {
-				return reaped, fmt.Errorf("%w: send queue stuck full for %v", errPeerUnreachable, n.timeout)
+				return reaped, fmt.Errorf("%w: send queue stuck full for %v%s", errPeerUnreachable, n.timeout, rtNote())
 			}
 		}
 	}
