@@ -347,7 +347,12 @@ func TestEnvAbort(t *testing.T) {
 // is still there when the timeout passes.
 func TestEnvAbort_RankZeroStaysInItsFence(t *testing.T) {
 	port := mustFreePort(t)
-	const timeout = 2 * time.Second
+	// Rank 0's timeout bounds its barrier, which must still be waiting
+	// when the abort reaches it: with 2 s (GOMAXPROCS=1 go test -race,
+	// load ~20) the barrier timed out first, failed the job, rank 1 took
+	// the failure instead of the abort and never exited, and the test
+	// waited for that exit for good. The other ranks keep 2 s.
+	const timeout = 10 * time.Second
 	jobs := make([]*Job, 3)
 	gone := make(chan struct{})
 	var wg sync.WaitGroup
@@ -355,7 +360,11 @@ func TestEnvAbort_RankZeroStaysInItsFence(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			cfg, err := newConfig(envOf(r, 3, port), []Option{Timeout(timeout)})
+			d := 2 * time.Second
+			if r == 0 {
+				d = timeout
+			}
+			cfg, err := newConfig(envOf(r, 3, port), []Option{Timeout(d)})
 			if err != nil {
 				t.Error(err)
 				return
@@ -387,7 +396,13 @@ func TestEnvAbort_RankZeroStaysInItsFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	jobs[2].Abort(3, "test abort")
-	<-gone
+	select {
+	case <-gone:
+	case err := <-res:
+		t.Fatalf("rank 0's barrier ended (%v) before rank 1 was told of the abort", err)
+	case <-time.After(timeout + 10*time.Second):
+		t.Fatal("rank 1 was not told of the abort")
+	}
 	select {
 	case err := <-res:
 		if took := time.Since(start); took < timeout {
