@@ -234,7 +234,6 @@ type Transport struct {
 	el           atomic.Pointer[evLoop] // the loop, once a connection opened
 	emptyPolls   int
 	owned        []*tconn
-	listed       bool // counted in listening (set by Listen, read by Close)
 
 	// gtasks is gnet's task flag (gnetTasks): Poll hands a parked loop
 	// back when gnet has queued it work (handbacks counts it, tests).
@@ -418,8 +417,6 @@ func Listen(cfg Config) (*Transport, error) {
 			return nil, fmt.Errorf("net: park socket: %w", err)
 		}
 	}
-	listening.Add(1)
-	t.listed = true
 	return t, nil
 }
 
@@ -584,15 +581,6 @@ func (t *Transport) Wait(timeout time.Duration) {
 // (see Poll).
 const probeEvery = 8
 
-// onePYield: with one P, every onePYield-th empty Poll in a row yields to
-// the process's other goroutines when another transport listens in it
-// (see Poll).
-const onePYield = 8
-
-// listening counts the transports of this process between Listen and
-// Close.
-var listening atomic.Int32
-
 // Poll delivers completions, peer failures and inbound messages to sink.
 func (t *Transport) Poll(sink transport.Sink) bool {
 	if t.sink != sink {
@@ -700,8 +688,6 @@ func (t *Transport) Poll(sink transport.Sink) bool {
 	} else if t.emptyPolls%loopGosched == 0 && !t.parked.Load() && !t.cfg.LoopOnly &&
 		(t.handshakes.Load() != 0 || t.emptyPolls > parkAfter && t.parkPending()) {
 		runtime.Gosched() // the loop must run for this Poll to get anywhere (own.go, loopGosched)
-	} else if t.emptyPolls%onePYield == 0 {
-		yieldOneP() // with one P, another transport's loop may be what this Poll waits for
 	}
 	return work
 }
@@ -843,9 +829,6 @@ func (t *Transport) Close() error {
 		return nil
 	}
 	t.closing.Store(true)
-	if t.listed {
-		listening.Add(-1)
-	}
 	t.release()
 	var err error
 	var runErr error
@@ -946,21 +929,3 @@ func (nopLogger) Infof(string, ...any)  {}
 func (nopLogger) Warnf(string, ...any)  {}
 func (nopLogger) Errorf(string, ...any) {}
 func (nopLogger) Fatalf(string, ...any) {}
-
-// yieldOneP yields to the process's other goroutines (runtime.Gosched)
-// when the process runs on one P and another transport listens in it;
-// every onePYield-th empty Poll in a row calls it. That transport's loop,
-// perhaps serving what the Poll waits for (an idle in-process target's
-// RMA), is a goroutine waiting for the P, which a Poll that never blocks
-// held until the runtime preempted it: 21-38 ms (median) per 8-byte RMA
-// write at GOMAXPROCS=1, 118 us-1.5 ms with the yield (load 15-25). Not
-// for a transport alone in its process: its own loop is parked (own.go),
-// and letting the loop's spin (spin.go) take the P gave a ping-pong
-// between two such processes on one CPU a 50-60 us mode in 3 of 8 runs.
-// Out of line: inlined in Poll, the check alone made that ping-pong ~1%
-// slower (code placement; 21 of 26 alternated runs).
-func yieldOneP() {
-	if listening.Load() > 1 && runtime.GOMAXPROCS(0) == 1 {
-		runtime.Gosched()
-	}
-}
