@@ -147,23 +147,7 @@ func TestPrepare_ReturnRingWriterGoneIsFound(t *testing.T) {
 	if alive, err := pa.inAlive(); err != nil || alive {
 		t.Errorf("inAlive after b closed: %v, %v; want dead", alive, err)
 	}
-	if done, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); !done || c != 0 {
-		t.Fatalf("eager send to the closed peer: done %v code %d, want sent into the ring", done, c)
-	}
-	for len(p.sa.errs) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the closed peer was never found gone")
-		}
-		p.a.Poll(p.sa)
-		time.Sleep(50 * time.Microsecond)
-	}
-	if p.sa.errs[0] != transport.EConnReset {
-		t.Errorf("peer down with code %d, want EConnReset", p.sa.errs[0])
-	}
-	_ = p.a.Close()
-	if files, _ := ringFiles(t, dir); files != 0 {
-		t.Errorf("%d files left after both closed", files)
-	}
+	p.wantClosedPeerFoundGone(dir, deadline)
 }
 
 // A Prepare that cannot connect (the peer's region does not exist) leaves
@@ -502,23 +486,7 @@ func TestPrepare_PeerGoneMidSetup(t *testing.T) {
 		if !bytes.Equal(p.sa.got[0], seqMsg(7, 8)) || pa.inSeg == nil || !pa.inSeg.Owner() {
 			t.Fatalf("got %x; want b's message through a's own return ring", p.sa.got[0])
 		}
-		if done, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); !done || c != 0 {
-			t.Fatalf("eager send to the closed peer: done %v code %d, want sent into the ring", done, c)
-		}
-		for len(p.sa.errs) == 0 {
-			if time.Now().After(deadline) {
-				t.Fatal("the closed peer was never found gone")
-			}
-			p.a.Poll(p.sa)
-			time.Sleep(50 * time.Microsecond)
-		}
-		if p.sa.errs[0] != transport.EConnReset {
-			t.Errorf("peer down with code %d, want EConnReset", p.sa.errs[0])
-		}
-		_ = p.a.Close()
-		if files, _ := ringFiles(t, dir); files != 0 {
-			t.Errorf("%d files left after both closed", files)
-		}
+		p.wantClosedPeerFoundGone(dir, deadline)
 	})
 	t.Run("offerer closes before the peer maps its return ring", func(t *testing.T) {
 		dir := testDir(t)
@@ -556,4 +524,31 @@ func TestPrepare_PeerGoneMidSetup(t *testing.T) {
 			t.Errorf("%d files left after both closed", files)
 		}
 	})
+}
+
+// wantClosedPeerFoundGone: after b closed, an eager send from a still
+// goes into the ring (the connection was made), a's polls then find b
+// gone with EConnReset before deadline, and once a closes too no ring
+// file is left in dir.
+func (p *tpair) wantClosedPeerFoundGone(dir string, deadline time.Time) {
+	t := p.t
+	t.Helper()
+	h := transport.Header{Kind: transport.KindMsg, Len: 8}
+	if done, c := p.a.Send(p.ab, &h, [][]byte{make([]byte, 8)}, 1); !done || c != 0 {
+		t.Fatalf("eager send to the closed peer: done %v code %d, want sent into the ring", done, c)
+	}
+	for len(p.sa.errs) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed peer was never found gone")
+		}
+		p.a.Poll(p.sa)
+		time.Sleep(50 * time.Microsecond)
+	}
+	if p.sa.errs[0] != transport.EConnReset {
+		t.Errorf("peer down with code %d, want EConnReset", p.sa.errs[0])
+	}
+	_ = p.a.Close()
+	if files, _ := ringFiles(t, dir); files != 0 {
+		t.Errorf("%d files left after both closed", files)
+	}
 }
