@@ -312,14 +312,8 @@ func TestRMAFlow_PeerNotReading(t *testing.T) {
 	t.Run("within the window: slow reader", func(t *testing.T) {
 		b, mem := rmaFlowTarget(t, 16<<20, 2)
 		bs := newSink()
-		c := rawRMAPeer(t, b)
-		const size = 4 << 20
-		n := rmaAnswerWindow / (size + hdrSize)
-		if _, err := c.Write(readRequests(n, size, 1<<20)); err != nil {
-			t.Fatal(err)
-		}
 		// The target answers while the peer reads nothing: its queue fills.
-		pollUntil(t, "answers queued", func() bool { return b.answersQueued() > 0 }, b, bs)
+		c, n, size := queueUnreadAnswers(t, b, bs)
 		stop := time.Now().Add(200 * time.Millisecond)
 		pollUntil(t, "a while", func() bool { return time.Now().After(stop) }, b, bs)
 		if len(bs.downs) > 0 {
@@ -339,7 +333,7 @@ func TestRMAFlow_PeerNotReading(t *testing.T) {
 					return
 				}
 				var f frame
-				if err := decodeHeader(h[:], &f); err != nil || f.op != opData || f.cookie != uint64(i+1) || f.length != size || f.flags != 0 {
+				if err := decodeHeader(h[:], &f); err != nil || f.op != opData || f.cookie != uint64(i+1) || f.length != uint64(size) || f.flags != 0 {
 					done <- fmt.Errorf("answer %d: %+v (%v)", i, f, err)
 					return
 				}
@@ -382,17 +376,26 @@ func TestRMAFlow_PeerNotReading(t *testing.T) {
 func TestRMAFlow_UserTimeoutEndsAPeerThatNeverReads(t *testing.T) {
 	b, _ := rmaFlowTargetCfg(t, Config{UserTimeout: time.Second}, 16<<20, 3)
 	bs := newSink()
-	c := rawRMAPeer(t, b)
-	const size = 4 << 20
-	n := rmaAnswerWindow / (size + hdrSize)
-	if _, err := c.Write(readRequests(n, size, 1<<20)); err != nil {
-		t.Fatal(err)
-	}
-	pollUntil(t, "answers queued", func() bool { return b.answersQueued() > 0 }, b, bs)
+	queueUnreadAnswers(t, b, bs)
 	pollUntil(t, "the target gives the peer up", func() bool { return len(bs.downs) > 0 }, b, bs)
 	if q := b.answersQueued(); q != 0 {
 		t.Fatalf("%d bytes of answers still queued after the peer was given up", q)
 	}
+}
+
+// queueUnreadAnswers connects a raw peer to b and sends it a whole
+// answer window of 4 MiB reads (n of size bytes) without reading, then
+// polls b until answers are queued for it.
+func queueUnreadAnswers(t *testing.T, b *Transport, bs *fakeSink) (c stdnet.Conn, n, size int) {
+	t.Helper()
+	c = rawRMAPeer(t, b)
+	size = 4 << 20
+	n = rmaAnswerWindow / (size + hdrSize)
+	if _, err := c.Write(readRequests(n, size, 1<<20)); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, "answers queued", func() bool { return b.answersQueued() > 0 }, b, bs)
+	return c, n, size
 }
 
 // answersQueued is the RMA answer bytes waiting in the transport's send
